@@ -1,0 +1,17 @@
+//! Container manager (upstream `pkg/kubelet/cm`): QoS classes, pod cgroups, resources.
+
+pub mod cgroups;
+pub mod qos;
+pub mod quantity;
+
+/// Total memory of the machine in bytes (MemTotal of /proc/meminfo); 0 if unknown.
+pub fn machine_memory_capacity() -> i64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(0)
+}

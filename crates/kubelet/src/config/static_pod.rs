@@ -1,0 +1,234 @@
+//! Defaults applied to pods read from a manifest file (upstream
+//! `pkg/kubelet/config/common.go` `applyDefaults`, plus the API server's pod defaulting
+//! that static pods never go through).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSecurityContext, ResourceRequirements};
+use md5::{Digest, Md5};
+
+/// Annotation naming the pod source (`file`).
+pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+/// Annotation holding the hash of the pod as read from its source (the UID for static pods).
+pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+/// Annotation holding when the kubelet first saw the pod (RFC 3339).
+pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
+/// The pod source name for manifest files.
+pub const FILE_SOURCE: &str = "file";
+
+/// Computes the UID of a static pod: hex MD5 over `host:<node>`, `file:<path>` and the
+/// manifest bytes, so the same file on the same node always gives the same UID and any
+/// edit gives a new one.
+pub fn static_pod_uid(node_name: &str, path: &Path, content: &[u8]) -> String {
+    let mut hasher = Md5::new();
+    hasher.update(format!("host:{node_name}").as_bytes());
+    hasher.update(format!("file:{}", path.display()).as_bytes());
+    hasher.update(content);
+    hex::encode(hasher.finalize())
+}
+
+/// Applies the static pod defaults to a pod parsed from `path`:
+/// name `<name>-<node>`, namespace `default`, UID (unless the manifest sets one),
+/// config annotations (`seen` is `seen_at`, RFC 3339), `spec.nodeName`, and the pod spec
+/// defaults of the API server ([`default_pod_spec`]).
+pub fn apply_static_pod_defaults(
+    pod: &mut Pod,
+    node_name: &str,
+    path: &Path,
+    content: &[u8],
+    seen_at: &str,
+) {
+    let meta = &mut pod.metadata;
+    let node = node_name.to_lowercase();
+    meta.name = Some(format!("{}-{node}", meta.name.clone().unwrap_or_default()));
+    if meta.namespace.as_deref().unwrap_or("").is_empty() {
+        meta.namespace = Some("default".to_owned());
+    }
+    if meta.uid.as_deref().unwrap_or("").is_empty() {
+        meta.uid = Some(static_pod_uid(node_name, path, content));
+    }
+    let uid = meta.uid.clone().unwrap_or_default();
+    let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.insert(CONFIG_SOURCE_ANNOTATION.to_owned(), FILE_SOURCE.to_owned());
+    annotations.insert(CONFIG_HASH_ANNOTATION.to_owned(), uid);
+    annotations.insert(CONFIG_SEEN_ANNOTATION.to_owned(), seen_at.to_owned());
+    default_pod_spec(pod);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_name = Some(node_name.to_owned());
+    }
+}
+
+/// The API server's defaulting of a pod spec (upstream `SetDefaults_PodSpec`,
+/// `SetDefaults_Container`): restartPolicy `Always`, terminationGracePeriodSeconds 30,
+/// dnsPolicy `ClusterFirst`, schedulerName, an empty securityContext, enableServiceLinks,
+/// and per container the image pull policy, termination message path/policy, port
+/// protocol `TCP` and resource requests defaulted from limits.
+pub fn default_pod_spec(pod: &mut Pod) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    spec.restart_policy
+        .get_or_insert_with(|| "Always".to_owned());
+    spec.termination_grace_period_seconds.get_or_insert(30);
+    spec.dns_policy
+        .get_or_insert_with(|| "ClusterFirst".to_owned());
+    spec.scheduler_name
+        .get_or_insert_with(|| "default-scheduler".to_owned());
+    spec.security_context
+        .get_or_insert_with(PodSecurityContext::default);
+    spec.enable_service_links.get_or_insert(true);
+    for container in spec.containers.iter_mut() {
+        default_container(container);
+    }
+}
+
+/// Defaults one container (upstream `SetDefaults_Container` and friends).
+fn default_container(container: &mut Container) {
+    if container.image_pull_policy.is_none() {
+        let image = container.image.as_deref().unwrap_or("");
+        container.image_pull_policy = Some(default_image_pull_policy(image).to_owned());
+    }
+    container
+        .termination_message_path
+        .get_or_insert_with(|| "/dev/termination-log".to_owned());
+    container
+        .termination_message_policy
+        .get_or_insert_with(|| "File".to_owned());
+    for port in container.ports.iter_mut().flatten() {
+        port.protocol.get_or_insert_with(|| "TCP".to_owned());
+    }
+    if let Some(resources) = container.resources.as_mut() {
+        default_requests_from_limits(resources);
+    }
+}
+
+/// `Always` for images tagged `:latest` or without tag and digest, else `IfNotPresent`.
+pub fn default_image_pull_policy(image: &str) -> &'static str {
+    let (tag, digest) = crate::kuberuntime::image_ref::split_tag_and_digest(image);
+    match (tag, digest) {
+        (Some("latest"), _) | (None, None) => "Always",
+        _ => "IfNotPresent",
+    }
+}
+
+/// A resource with a limit but no request gets request = limit (upstream
+/// `SetDefaults_ResourceRequirements` behaviour for containers).
+fn default_requests_from_limits(resources: &mut ResourceRequirements) {
+    let Some(limits) = resources.limits.as_ref() else {
+        return;
+    };
+    let requests = resources.requests.get_or_insert_with(BTreeMap::new);
+    for (name, quantity) in limits {
+        requests
+            .entry(name.clone())
+            .or_insert_with(|| quantity.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    fn pod(image: &str) -> Pod {
+        Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("web".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "c".into(),
+                    image: Some(image.into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn uid_is_stable_and_changes_with_content_node_and_path() {
+        let p = Path::new("/etc/pods/web.yaml");
+        let a = static_pod_uid("node1", p, b"abc");
+        assert_eq!(a, static_pod_uid("node1", p, b"abc"));
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, static_pod_uid("node1", p, b"abd"));
+        assert_ne!(a, static_pod_uid("node2", p, b"abc"));
+        assert_ne!(a, static_pod_uid("node1", Path::new("/x.yaml"), b"abc"));
+    }
+
+    #[test]
+    fn static_pod_defaults_follow_upstream() {
+        let mut p = pod("busybox");
+        apply_static_pod_defaults(&mut p, "Node1", Path::new("/m/web.yaml"), b"x", "T");
+        let uid = static_pod_uid("Node1", Path::new("/m/web.yaml"), b"x");
+        assert_eq!(p.metadata.name.as_deref(), Some("web-node1"));
+        assert_eq!(p.metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(p.metadata.uid.as_deref(), Some(uid.as_str()));
+        let ann = p.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(ann[CONFIG_SOURCE_ANNOTATION], "file");
+        assert_eq!(ann[CONFIG_HASH_ANNOTATION], uid);
+        assert_eq!(ann[CONFIG_SEEN_ANNOTATION], "T");
+        let spec = p.spec.unwrap_or_default();
+        assert_eq!(spec.node_name.as_deref(), Some("Node1"));
+        assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+        assert_eq!(spec.termination_grace_period_seconds, Some(30));
+        assert_eq!(spec.dns_policy.as_deref(), Some("ClusterFirst"));
+        let c = &spec.containers[0];
+        assert_eq!(c.image_pull_policy.as_deref(), Some("Always"));
+        assert_eq!(
+            c.termination_message_path.as_deref(),
+            Some("/dev/termination-log")
+        );
+        assert_eq!(c.termination_message_policy.as_deref(), Some("File"));
+    }
+
+    #[test]
+    fn namespace_and_uid_from_manifest_are_kept() {
+        let mut p = pod("busybox:1.36");
+        p.metadata.namespace = Some("kube-system".into());
+        p.metadata.uid = Some("given".into());
+        apply_static_pod_defaults(&mut p, "n", Path::new("/a.yaml"), b"", "T");
+        assert_eq!(p.metadata.namespace.as_deref(), Some("kube-system"));
+        assert_eq!(p.metadata.uid.as_deref(), Some("given"));
+    }
+
+    #[test]
+    fn image_pull_policy_defaults() {
+        assert_eq!(default_image_pull_policy("busybox"), "Always");
+        assert_eq!(default_image_pull_policy("busybox:latest"), "Always");
+        assert_eq!(
+            default_image_pull_policy("127.0.0.1:5000/busybox"),
+            "Always"
+        );
+        assert_eq!(
+            default_image_pull_policy("127.0.0.1:5000/busybox:1.36"),
+            "IfNotPresent"
+        );
+        assert_eq!(
+            default_image_pull_policy("busybox@sha256:0123456789abcdef"),
+            "IfNotPresent"
+        );
+    }
+
+    #[test]
+    fn requests_default_to_limits() {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut p = pod("busybox");
+        let limits = BTreeMap::from([("cpu".to_owned(), Quantity("500m".into()))]);
+        if let Some(s) = p.spec.as_mut() {
+            s.containers[0].resources = Some(ResourceRequirements {
+                limits: Some(limits.clone()),
+                ..Default::default()
+            });
+        }
+        default_pod_spec(&mut p);
+        let spec = p.spec.unwrap_or_default();
+        let res = spec.containers[0].resources.clone().unwrap_or_default();
+        assert_eq!(res.requests, Some(limits));
+    }
+}

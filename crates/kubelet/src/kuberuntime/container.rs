@@ -1,0 +1,191 @@
+//! Starting containers (upstream `kuberuntime_container.go` `startContainer`,
+//! `generateContainerConfig`) and the crash-loop backoff check (`doBackOff`).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_cri::v1::{
+    ContainerConfig, ContainerMetadata, ContainerState, CreateContainerRequest, ImageSpec,
+    KeyValue, PodSandboxConfig, StartContainerRequest,
+};
+use k8s_openapi::api::core::v1::{Container, Pod};
+use tracing::info;
+
+use super::KubeGenericRuntimeManager;
+use super::container_linux::linux_container_config;
+use super::env::{EnvContext, expand_command_and_args, make_environment};
+use super::labels::{container_annotations, container_hash, container_labels};
+use super::pod_status::PodStatus;
+use super::sync_result::{
+    CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
+    RUN_CONTAINER_ERROR, SyncError,
+};
+
+/// Inputs of a container config that come from the sandbox and node.
+pub struct ContainerContext<'a> {
+    /// The pod's IPs, primary first.
+    pub pod_ips: &'a [String],
+    /// The node's IP.
+    pub host_ip: &'a str,
+    /// Machine memory in bytes (for the Burstable OOM score).
+    pub memory_capacity: i64,
+}
+
+/// Builds the CreateContainer config of `container` for restart number `restart_count`
+/// from image `image_ref`. Errors when the environment cannot be resolved.
+pub fn generate_container_config(
+    pod: &Pod,
+    container: &Container,
+    restart_count: i32,
+    image_ref: &str,
+    ctx: &ContainerContext<'_>,
+) -> Result<ContainerConfig, String> {
+    let env = make_environment(
+        pod,
+        container,
+        &EnvContext {
+            pod_ips: ctx.pod_ips,
+            host_ip: ctx.host_ip,
+        },
+    )?;
+    let (command, args) = expand_command_and_args(container, &env);
+    Ok(ContainerConfig {
+        metadata: Some(ContainerMetadata {
+            name: container.name.clone(),
+            attempt: restart_count.max(0) as u32,
+        }),
+        image: Some(ImageSpec {
+            image: image_ref.to_owned(),
+            user_specified_image: container.image.clone().unwrap_or_default(),
+            ..Default::default()
+        }),
+        command,
+        args,
+        working_dir: container.working_dir.clone().unwrap_or_default(),
+        envs: env
+            .into_iter()
+            .map(|(key, value)| KeyValue { key, value })
+            .collect(),
+        labels: container_labels(pod, container),
+        annotations: container_annotations(pod, container, restart_count),
+        log_path: format!("{}/{restart_count}.log", container.name),
+        stdin: container.stdin.unwrap_or(false),
+        stdin_once: container.stdin_once.unwrap_or(false),
+        tty: container.tty.unwrap_or(false),
+        linux: Some(linux_container_config(pod, container, ctx.memory_capacity)),
+        ..Default::default()
+    })
+}
+
+/// Key of a container in the crash-loop backoff (upstream `getStableKey`).
+fn backoff_key(pod: &Pod, container: &Container) -> String {
+    let meta = &pod.metadata;
+    format!(
+        "{}_{}_{}_{}_{}",
+        meta.name.as_deref().unwrap_or(""),
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.uid.as_deref().unwrap_or(""),
+        container.name,
+        container_hash(container)
+    )
+}
+
+fn from_unix_nanos(nanos: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(nanos.max(0) as u64)
+}
+
+impl KubeGenericRuntimeManager {
+    /// Checks the crash-loop backoff of a container that exited before: errors with
+    /// `CrashLoopBackOff` (and the time left) while the last exit is more recent than the
+    /// current backoff, otherwise records this restart so the next one waits longer.
+    pub(crate) fn do_backoff(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        status: &PodStatus,
+    ) -> Result<(), (SyncError, Duration)> {
+        let Some(exited) = status
+            .find_container_status_by_name(&container.name)
+            .filter(|c| c.state == ContainerState::ContainerExited)
+        else {
+            return Ok(());
+        };
+        let key = backoff_key(pod, container);
+        let finished = from_unix_nanos(exited.finished_at);
+        let now = SystemTime::now();
+        let mut backoff = self.lock_crash_backoff();
+        if !backoff.contains(&key) {
+            backoff.next(&key, finished, now);
+        }
+        if backoff.is_in_backoff_since(&key, finished, now) {
+            let message = format!(
+                "back-off {}s restarting failed container={} pod={}",
+                backoff.get(&key).as_secs(),
+                container.name,
+                pod.metadata.name.as_deref().unwrap_or("")
+            );
+            return Err((
+                SyncError::new(CRASH_LOOP_BACK_OFF, message),
+                backoff.remaining_since(&key, finished, now),
+            ));
+        }
+        backoff.next(&key, finished, now);
+        Ok(())
+    }
+
+    /// Pulls the image if needed, then creates and starts one container in sandbox
+    /// `sandbox_id`. Its restart count continues from the newest container of that name.
+    pub(crate) async fn start_container(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        sandbox_id: &str,
+        sandbox_config: &PodSandboxConfig,
+        status: &PodStatus,
+        pod_ips: &[String],
+    ) -> Result<(), SyncError> {
+        let image_ref = self
+            .image_manager
+            .ensure_image_exists(&*self.cri, pod, container, sandbox_config)
+            .await?;
+        let restart_count = status
+            .find_container_status_by_name(&container.name)
+            .map_or(0, |c| c.restart_count + 1);
+        let ctx = ContainerContext {
+            pod_ips,
+            host_ip: &self.config.node_ip,
+            memory_capacity: self.config.memory_capacity,
+        };
+        let config = generate_container_config(pod, container, restart_count, &image_ref, &ctx)
+            .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
+        let log_dir = std::path::Path::new(&sandbox_config.log_directory).join(&container.name);
+        std::fs::create_dir_all(&log_dir).map_err(|e| {
+            SyncError::new(
+                CREATE_CONTAINER_CONFIG_ERROR,
+                format!("creating log directory {}: {e}", log_dir.display()),
+            )
+        })?;
+        let created = self
+            .cri
+            .create_container(CreateContainerRequest {
+                pod_sandbox_id: sandbox_id.to_owned(),
+                config: Some(config),
+                sandbox_config: Some(sandbox_config.clone()),
+            })
+            .await
+            .map_err(|e| SyncError::new(CREATE_CONTAINER_ERROR, e.message().to_owned()))?;
+        self.cri
+            .start_container(StartContainerRequest {
+                container_id: created.container_id.clone(),
+            })
+            .await
+            .map_err(|e| SyncError::new(RUN_CONTAINER_ERROR, e.message().to_owned()))?;
+        info!(
+            pod = pod.metadata.name.as_deref().unwrap_or(""),
+            container = %container.name,
+            id = %created.container_id,
+            restart_count,
+            "started container"
+        );
+        Ok(())
+    }
+}

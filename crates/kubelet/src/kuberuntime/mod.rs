@@ -1,0 +1,74 @@
+//! The runtime manager (upstream `pkg/kubelet/kuberuntime`): turns pod specs into CRI
+//! calls: sandboxes, image pulls, containers, kills, and reads pod state back.
+
+pub mod backoff;
+pub mod container;
+pub mod container_linux;
+pub mod dns;
+pub mod env;
+pub mod image;
+pub mod image_ref;
+pub mod kill;
+pub mod labels;
+pub mod pod_actions;
+pub mod pod_status;
+pub mod sandbox;
+pub mod sync;
+pub mod sync_result;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::cri::Cri;
+use backoff::Backoff;
+use image::ImageManager;
+use pod_status::PodStatus;
+
+/// Node-level settings of the runtime manager.
+#[derive(Debug, Clone)]
+pub struct RuntimeManagerConfig {
+    /// Root of pod log directories (`/var/log/pods`).
+    pub pod_logs_dir: PathBuf,
+    /// cgroup root under which `kubepods` lives (`/`).
+    pub cgroup_root: PathBuf,
+    /// The node's IP (for `status.hostIP` env vars).
+    pub node_ip: String,
+    /// The host resolv.conf used for pod DNS.
+    pub resolv_conf: PathBuf,
+    /// Machine memory in bytes.
+    pub memory_capacity: i64,
+}
+
+/// The kuberuntime manager: SyncPod, KillPod and GetPodStatus over a [`Cri`].
+pub struct KubeGenericRuntimeManager {
+    cri: Arc<dyn Cri>,
+    config: RuntimeManagerConfig,
+    image_manager: ImageManager,
+    crash_backoff: Mutex<Backoff>,
+}
+
+impl KubeGenericRuntimeManager {
+    /// A manager driving `cri`.
+    pub fn new(cri: Arc<dyn Cri>, config: RuntimeManagerConfig) -> Self {
+        Self {
+            cri,
+            config,
+            image_manager: ImageManager::default(),
+            crash_backoff: Mutex::new(Backoff::default()),
+        }
+    }
+
+    /// The pod's sandboxes and containers as the runtime reports them.
+    pub async fn get_pod_status(&self, uid: &str) -> Result<PodStatus, tonic::Status> {
+        pod_status::get_pod_status(&*self.cri, uid).await
+    }
+
+    fn lock_crash_backoff(&self) -> MutexGuard<'_, Backoff> {
+        self.crash_backoff
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,132 @@
+//! SyncPod (upstream `kubeGenericRuntimeManager.SyncPod`): apply the computed actions.
+
+use k8s_cri::v1::{PodSandboxStatusRequest, RunPodSandboxRequest};
+use k8s_openapi::api::core::v1::Pod;
+use tracing::{info, warn};
+
+use super::KubeGenericRuntimeManager;
+use super::labels::termination_grace_period;
+use super::pod_actions::compute_pod_actions;
+use super::pod_status::PodStatus;
+use super::sandbox::generate_pod_sandbox_config;
+use super::sync_result::PodSyncResult;
+
+impl KubeGenericRuntimeManager {
+    /// Brings the pod's runtime state to its spec: kills the pod or the containers that
+    /// must go, creates a sandbox when needed (and its log directory), then starts each
+    /// container due to start, honouring crash-loop and image-pull backoff.
+    pub async fn sync_pod(&self, pod: &Pod, status: &PodStatus) -> PodSyncResult {
+        let actions = compute_pod_actions(pod, status);
+        let mut result = PodSyncResult::default();
+        let grace = termination_grace_period(pod);
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        if actions.kill_pod {
+            if !status.sandboxes.is_empty() || !status.containers.is_empty() {
+                info!(pod = %pod_name, "killing pod: sandbox changed or nothing left to run");
+                result.errors.extend(self.kill_pod(status, grace).await);
+            }
+            if !actions.create_sandbox {
+                return result;
+            }
+        } else {
+            for kill in &actions.containers_to_kill {
+                if let Err(e) = self
+                    .kill_container(&kill.id, &kill.name, grace, &kill.message)
+                    .await
+                {
+                    result.errors.push(e);
+                }
+            }
+        }
+        let sandbox_config = generate_pod_sandbox_config(
+            pod,
+            actions.attempt,
+            &self.config.pod_logs_dir,
+            &self.config.cgroup_root,
+            &self.config.resolv_conf,
+        );
+        let mut sandbox_id = actions.sandbox_id.clone();
+        let mut pod_ips = status.ips.clone();
+        if actions.create_sandbox {
+            if let Err(e) = std::fs::create_dir_all(&sandbox_config.log_directory) {
+                result.errors.push(format!(
+                    "creating pod log directory {}: {e}",
+                    sandbox_config.log_directory
+                ));
+                return result;
+            }
+            let req = RunPodSandboxRequest {
+                config: Some(sandbox_config.clone()),
+                runtime_handler: String::new(),
+            };
+            match self.cri.run_pod_sandbox(req).await {
+                Ok(resp) => sandbox_id = resp.pod_sandbox_id,
+                Err(e) => {
+                    warn!(pod = %pod_name, error = %e.message(), "RunPodSandbox failed");
+                    result
+                        .errors
+                        .push(format!("creating pod sandbox: {}", e.message()));
+                    return result;
+                }
+            }
+            info!(pod = %pod_name, sandbox = %sandbox_id, attempt = actions.attempt, "created pod sandbox");
+            let req = PodSandboxStatusRequest {
+                pod_sandbox_id: sandbox_id.clone(),
+                verbose: false,
+            };
+            pod_ips = match self.cri.pod_sandbox_status(req).await {
+                Ok(resp) => resp
+                    .status
+                    .and_then(|s| s.network)
+                    .map(|n| {
+                        std::iter::once(n.ip)
+                            .chain(n.additional_ips.into_iter().map(|i| i.ip))
+                            .filter(|ip| !ip.is_empty())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                Err(e) => {
+                    result
+                        .errors
+                        .push(format!("reading new sandbox status: {}", e.message()));
+                    return result;
+                }
+            };
+        }
+        let containers = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.as_slice())
+            .unwrap_or_default();
+        for index in &actions.containers_to_start {
+            let Some(container) = containers.get(*index) else {
+                continue;
+            };
+            if let Err((error, remaining)) = self.do_backoff(pod, container, status) {
+                result.retry_after =
+                    Some(result.retry_after.map_or(remaining, |r| r.min(remaining)));
+                result
+                    .start_results
+                    .push((container.name.clone(), Some(error)));
+                continue;
+            }
+            let started = self
+                .start_container(
+                    pod,
+                    container,
+                    &sandbox_id,
+                    &sandbox_config,
+                    status,
+                    &pod_ips,
+                )
+                .await;
+            if let Err(e) = &started {
+                warn!(pod = %pod_name, container = %container.name, reason = e.reason, error = %e.message, "container start failed");
+            }
+            result
+                .start_results
+                .push((container.name.clone(), started.err()));
+        }
+        result
+    }
+}

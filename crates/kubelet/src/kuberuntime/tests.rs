@@ -1,0 +1,226 @@
+//! SyncPod against the in-memory fake runtime.
+
+use std::sync::Arc;
+
+use k8s_cri::v1::ContainerState;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::labels::CONTAINER_RESTART_COUNT_ANNOTATION;
+use super::sync_result::{
+    CRASH_LOOP_BACK_OFF, ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME,
+};
+use super::{KubeGenericRuntimeManager, RuntimeManagerConfig};
+use crate::cri::fake::FakeCri;
+
+fn manager(cri: &Arc<FakeCri>, logs: &std::path::Path) -> KubeGenericRuntimeManager {
+    KubeGenericRuntimeManager::new(
+        cri.clone(),
+        RuntimeManagerConfig {
+            pod_logs_dir: logs.to_owned(),
+            cgroup_root: "/skiff-unit-test-nonexistent".into(),
+            node_ip: "192.168.0.2".into(),
+            resolv_conf: "/nonexistent".into(),
+            memory_capacity: 8 << 30,
+        },
+    )
+}
+
+fn pod(image: &str, policy: &str) -> Pod {
+    let mut pod = Pod {
+        metadata: ObjectMeta {
+            name: Some("web-node".into()),
+            namespace: Some("default".into()),
+            uid: Some("uid1".into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some(policy.into()),
+            containers: vec![Container {
+                name: "c".into(),
+                image: Some(image.into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    };
+    crate::config::static_pod::default_pod_spec(&mut pod);
+    pod
+}
+
+#[tokio::test]
+async fn sync_creates_sandbox_and_container_once() {
+    let cri = Arc::new(FakeCri::default());
+    let logs = tempfile::tempdir().unwrap();
+    let m = manager(&cri, logs.path());
+    let p = pod("busybox", "Always");
+    let status = m.get_pod_status("uid1").await.unwrap();
+    let result = m.sync_pod(&p, &status).await;
+    assert!(!result.failed(), "{}", result.error_message());
+    assert_eq!(
+        cri.calls(),
+        vec![
+            "RunPodSandbox:0",
+            "PullImage:busybox:latest",
+            "CreateContainer:c",
+            "StartContainer"
+        ]
+    );
+    assert!(logs.path().join("default_web-node_uid1/c").is_dir());
+    let id = cri.container_ids()[0].clone();
+    let c = cri.container(&id).unwrap();
+    assert_eq!(c.log_path, "c/0.log");
+    assert_eq!(c.annotations[CONTAINER_RESTART_COUNT_ANNOTATION], "0");
+
+    // A second sync (or a restarted kubelet with a new manager) adopts the running container.
+    let m2 = manager(&cri, logs.path());
+    let status = m2.get_pod_status("uid1").await.unwrap();
+    assert!(!m2.sync_pod(&p, &status).await.failed());
+    assert_eq!(cri.calls().len(), 4, "nothing restarted: {:?}", cri.calls());
+    assert_eq!(cri.container_ids(), vec![id]);
+}
+
+#[tokio::test]
+async fn crashed_container_restarts_with_backoff_and_counts_restarts() {
+    let cri = Arc::new(FakeCri::default());
+    let logs = tempfile::tempdir().unwrap();
+    let m = manager(&cri, logs.path());
+    let p = pod("busybox:1.36", "Always");
+    m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    let first = cri.container_ids()[0].clone();
+    cri.set_container_state(&first, ContainerState::ContainerExited, 1);
+
+    // Just exited: the restart waits for the backoff.
+    let result = m
+        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    let error = result.start_results[0].1.clone().unwrap();
+    assert_eq!(error.reason, CRASH_LOOP_BACK_OFF);
+    assert!(error.message.contains("back-off 10s"), "{}", error.message);
+    assert!(result.retry_after.is_some_and(|r| r.as_secs() <= 10));
+    assert_eq!(cri.container_ids().len(), 1);
+
+    // A new manager (restarted kubelet) that sees an old exit restarts with restartCount 1.
+    let m2 = manager(&cri, logs.path());
+    let mut status = m2.get_pod_status("uid1").await.unwrap();
+    status.containers[0].finished_at -= 11_000_000_000;
+    let result = m2.sync_pod(&p, &status).await;
+    assert!(!result.failed(), "{}", result.error_message());
+    let second = cri.container_ids()[1].clone();
+    let c = cri.container(&second).unwrap();
+    assert_eq!(c.annotations[CONTAINER_RESTART_COUNT_ANNOTATION], "1");
+    assert_eq!(c.log_path, "c/1.log");
+    assert_eq!(c.metadata.unwrap().attempt, 1);
+}
+
+#[tokio::test]
+async fn pull_failure_then_backoff_and_invalid_names() {
+    let cri = Arc::new(FakeCri::default());
+    let logs = tempfile::tempdir().unwrap();
+    let m = manager(&cri, logs.path());
+    cri.fail_pulls_of("127.0.0.1:1/none:latest");
+    let p = pod("127.0.0.1:1/none", "Always");
+    let reason =
+        |r: &super::sync_result::PodSyncResult| r.start_results[0].1.clone().map(|e| e.reason);
+    let r = m
+        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    assert_eq!(reason(&r), Some(ERR_IMAGE_PULL));
+    let r = m
+        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    assert_eq!(reason(&r), Some(IMAGE_PULL_BACK_OFF));
+    assert_eq!(
+        cri.calls()
+            .iter()
+            .filter(|c| c.starts_with("PullImage"))
+            .count(),
+        1
+    );
+
+    let p = pod("Bad Image", "Always");
+    let r = m
+        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    assert_eq!(reason(&r), Some(INVALID_IMAGE_NAME));
+}
+
+#[tokio::test]
+async fn if_not_present_skips_pull_when_present() {
+    let cri = Arc::new(FakeCri::default());
+    let logs = tempfile::tempdir().unwrap();
+    let m = manager(&cri, logs.path());
+    let p = pod("busybox:1.36", "Always");
+    m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    let mut p2 = p.clone();
+    p2.metadata.uid = Some("uid2".into());
+    m.sync_pod(&p2, &m.get_pod_status("uid2").await.unwrap())
+        .await;
+    assert_eq!(
+        cri.calls()
+            .iter()
+            .filter(|c| c.starts_with("PullImage"))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn kill_and_remove_pod_cleans_everything() {
+    let cri = Arc::new(FakeCri::default());
+    let logs = tempfile::tempdir().unwrap();
+    let m = manager(&cri, logs.path());
+    let p = pod("busybox", "Always");
+    m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    let status = m.get_pod_status("uid1").await.unwrap();
+    assert!(m.kill_pod(&status, 30).await.is_empty());
+    assert!(cri.calls().contains(&"StopContainer:30".to_owned()));
+    let stopped = m.get_pod_status("uid1").await.unwrap();
+    assert!(
+        stopped
+            .containers
+            .iter()
+            .all(|c| c.state == ContainerState::ContainerExited)
+    );
+    assert!(
+        m.remove_pod(&stopped, "default", "web-node")
+            .await
+            .is_empty()
+    );
+    assert_eq!(cri.sandbox_count(), 0);
+    assert!(cri.container_ids().is_empty());
+    assert!(!logs.path().join("default_web-node_uid1").exists());
+}
+
+#[tokio::test]
+async fn never_pod_that_completed_is_not_restarted() {
+    let cri = Arc::new(FakeCri::default());
+    let logs = tempfile::tempdir().unwrap();
+    let m = manager(&cri, logs.path());
+    let p = pod("busybox", "Never");
+    m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    let id = cri.container_ids()[0].clone();
+    cri.set_container_state(&id, ContainerState::ContainerExited, 0);
+    let r = m
+        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    assert!(!r.failed());
+    // The pod is done: its sandbox is stopped and nothing new is created.
+    let r = m
+        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .await;
+    assert!(!r.failed());
+    assert_eq!(cri.container_ids(), vec![id]);
+    assert_eq!(
+        cri.calls()
+            .iter()
+            .filter(|c| c.starts_with("RunPodSandbox"))
+            .count(),
+        1
+    );
+}

@@ -1,0 +1,173 @@
+//! Pod workers (upstream `pkg/kubelet/pod_workers.go`): one serial task per pod UID.
+//! Updates that arrive while a worker is busy are coalesced: the worker only ever sees
+//! the latest desired state. Once a pod is being terminated, syncs are ignored.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::kubelet::Kubelet;
+
+/// Attempts to clean up a terminated pod before giving up until housekeeping retries.
+const TERMINATE_ATTEMPTS: u32 = 5;
+/// Pause between termination attempts.
+const TERMINATE_RETRY: Duration = Duration::from_secs(2);
+
+/// What a pod worker should do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateType {
+    /// Create or update the pod (SyncPod).
+    Sync,
+    /// Stop and remove the pod (SyncTerminatingPod), optionally overriding the grace period.
+    Kill {
+        /// Grace period in seconds instead of the pod's.
+        grace_override: Option<i64>,
+    },
+}
+
+#[derive(Clone)]
+struct PodWork {
+    pod: Arc<Pod>,
+    update: UpdateType,
+}
+
+/// Reported to the SyncLoop when a worker finishes a unit of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerResult {
+    /// A sync finished; sync again after `retry_after`.
+    Synced {
+        /// Pod UID.
+        uid: String,
+        /// When to sync again.
+        retry_after: Duration,
+    },
+    /// The pod was terminated and its worker has exited.
+    Terminated {
+        /// Pod UID.
+        uid: String,
+    },
+}
+
+struct Worker {
+    work: watch::Sender<PodWork>,
+    terminating: bool,
+    task: JoinHandle<()>,
+}
+
+/// The pod workers, driven by the SyncLoop.
+pub struct PodWorkers {
+    kubelet: Arc<Kubelet>,
+    workers: HashMap<String, Worker>,
+    results: mpsc::UnboundedSender<WorkerResult>,
+}
+
+impl PodWorkers {
+    /// Workers running `kubelet`'s sync functions, reporting to `results`.
+    pub fn new(kubelet: Arc<Kubelet>, results: mpsc::UnboundedSender<WorkerResult>) -> Self {
+        Self {
+            kubelet,
+            workers: HashMap::new(),
+            results,
+        }
+    }
+
+    /// Hands `update` for `pod` to its worker, starting one if needed. A pending update
+    /// not yet picked up is replaced; a Sync for a terminating pod is ignored.
+    pub fn update_pod(&mut self, pod: Arc<Pod>, update: UpdateType) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        if let Some(worker) = self.workers.get_mut(&uid) {
+            if worker.terminating && update == UpdateType::Sync {
+                return;
+            }
+            worker.terminating |= matches!(update, UpdateType::Kill { .. });
+            worker.work.send_replace(PodWork { pod, update });
+            return;
+        }
+        let (tx, rx) = watch::channel(PodWork { pod, update });
+        let task = tokio::spawn(pod_worker_loop(
+            uid.clone(),
+            self.kubelet.clone(),
+            rx,
+            self.results.clone(),
+        ));
+        let terminating = matches!(update, UpdateType::Kill { .. });
+        self.workers.insert(
+            uid,
+            Worker {
+                work: tx,
+                terminating,
+                task,
+            },
+        );
+    }
+
+    /// True when a worker exists for `uid`.
+    pub fn is_known(&self, uid: &str) -> bool {
+        self.workers.contains_key(uid)
+    }
+
+    /// True when pod `uid` is being terminated.
+    pub fn is_terminating(&self, uid: &str) -> bool {
+        self.workers.get(uid).is_some_and(|w| w.terminating)
+    }
+
+    /// UIDs and latest pods of all workers.
+    pub fn known_pods(&self) -> Vec<(String, Arc<Pod>)> {
+        self.workers
+            .iter()
+            .map(|(uid, w)| (uid.clone(), w.work.borrow().pod.clone()))
+            .collect()
+    }
+
+    /// Drops the worker of a terminated pod.
+    pub fn forget(&mut self, uid: &str) {
+        self.workers.remove(uid);
+    }
+
+    /// Stops all workers without touching their pods.
+    pub fn shutdown(&mut self) {
+        for (_, worker) in self.workers.drain() {
+            worker.task.abort();
+        }
+    }
+}
+
+/// Runs the work of one pod, one unit at a time, until the pod is terminated.
+async fn pod_worker_loop(
+    uid: String,
+    kubelet: Arc<Kubelet>,
+    mut work: watch::Receiver<PodWork>,
+    results: mpsc::UnboundedSender<WorkerResult>,
+) {
+    work.mark_changed();
+    while work.changed().await.is_ok() {
+        let PodWork { pod, update } = work.borrow_and_update().clone();
+        match update {
+            UpdateType::Sync => {
+                let retry_after = kubelet.sync_pod(&pod).await;
+                let _ = results.send(WorkerResult::Synced {
+                    uid: uid.clone(),
+                    retry_after,
+                });
+            }
+            UpdateType::Kill { grace_override } => {
+                for attempt in 1..=TERMINATE_ATTEMPTS {
+                    if kubelet.sync_terminating_pod(&pod, grace_override).await
+                        || attempt == TERMINATE_ATTEMPTS
+                    {
+                        break;
+                    }
+                    tokio::time::sleep(TERMINATE_RETRY).await;
+                }
+                let _ = results.send(WorkerResult::Terminated { uid });
+                return;
+            }
+        }
+    }
+}

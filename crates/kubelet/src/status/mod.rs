@@ -1,0 +1,110 @@
+//! The status manager (upstream `pkg/kubelet/status`): the latest v1 PodStatus of each
+//! pod, with stable `startTime` and condition `lastTransitionTime`s.
+
+pub mod generate;
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use k8s_openapi::api::core::v1::PodStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+/// The current time as an API timestamp.
+pub fn now() -> Timestamp {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    Timestamp::from_nanosecond(i128::try_from(nanos).unwrap_or(0)).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// Latest API status per pod UID.
+#[derive(Default)]
+pub struct StatusManager {
+    statuses: RwLock<HashMap<String, PodStatus>>,
+}
+
+impl StatusManager {
+    /// Stores `status` for pod `uid`. `startTime` is kept from the first status (or set to
+    /// now); a condition keeps its `lastTransitionTime` while its status is unchanged.
+    pub fn set_pod_status(&self, uid: &str, mut status: PodStatus) {
+        let now = Time(now());
+        let mut statuses = self
+            .statuses
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let old = statuses.get(uid);
+        status.start_time = old
+            .and_then(|o| o.start_time.clone())
+            .or_else(|| Some(now.clone()));
+        for condition in status.conditions.iter_mut().flatten() {
+            let previous = old
+                .and_then(|o| o.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == condition.type_));
+            condition.last_transition_time = match previous {
+                Some(p) if p.status == condition.status => p.last_transition_time.clone(),
+                _ => Some(now.clone()),
+            };
+        }
+        statuses.insert(uid.to_owned(), status);
+    }
+
+    /// The latest status of pod `uid`.
+    pub fn get_pod_status(&self, uid: &str) -> Option<PodStatus> {
+        self.statuses
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(uid)
+            .cloned()
+    }
+
+    /// Forgets pod `uid`.
+    pub fn remove_pod(&self, uid: &str) {
+        self.statuses
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(uid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodCondition;
+
+    fn status(ready: &str) -> PodStatus {
+        PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: ready.into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }
+    }
+
+    fn transition(m: &StatusManager) -> Option<Time> {
+        m.get_pod_status("u")?
+            .conditions?
+            .first()?
+            .last_transition_time
+            .clone()
+    }
+
+    #[test]
+    fn keeps_start_time_and_transition_times() {
+        let m = StatusManager::default();
+        m.set_pod_status("u", status("False"));
+        let start = m.get_pod_status("u").and_then(|s| s.start_time);
+        let t1 = transition(&m);
+        assert!(start.is_some() && t1.is_some());
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        m.set_pod_status("u", status("False"));
+        assert_eq!(transition(&m), t1);
+        m.set_pod_status("u", status("True"));
+        assert_ne!(transition(&m), t1);
+        assert_eq!(m.get_pod_status("u").and_then(|s| s.start_time), start);
+        m.remove_pod("u");
+        assert!(m.get_pod_status("u").is_none());
+    }
+}

@@ -1,0 +1,33 @@
+//! RemoveContainer: force-stop, `runc delete`, rootfs and bundle removal.
+
+use k8s_cri::v1::{RemoveContainerRequest, RemoveContainerResponse};
+
+use crate::error::Result;
+use crate::runtime::Runtime;
+
+impl Runtime {
+    /// Removes a container, killing it first if it still runs. Removing an absent
+    /// container is OK.
+    pub(crate) async fn remove_container(
+        &self,
+        req: RemoveContainerRequest,
+    ) -> Result<RemoveContainerResponse> {
+        self.remove_container_by_id(&req.container_id).await?;
+        Ok(RemoveContainerResponse {})
+    }
+
+    /// See [`Runtime::remove_container`].
+    pub(crate) async fn remove_container_by_id(&self, id: &str) -> Result<()> {
+        let Some(entry) = self.containers.get(id) else {
+            return Ok(());
+        };
+        self.stop_container_by_id(id, 0).await?;
+        let container = entry.lock().await;
+        self.runc().delete(id).await?;
+        self.release_bundle(id)?;
+        self.container_store.delete(id)?;
+        self.containers.remove(id);
+        drop(container);
+        Ok(())
+    }
+}

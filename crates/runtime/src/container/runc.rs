@@ -1,0 +1,88 @@
+//! Calls of the OCI runtime CLI (`runc --root <dir> kill|delete|exec ...`).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+
+/// How long a management call (kill, delete) may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An OCI runtime binary with its state directory.
+#[derive(Debug, Clone)]
+pub struct Runc {
+    /// The binary (`runc`, `crun`, or a path).
+    pub binary: PathBuf,
+    /// `--root` state directory.
+    pub root: PathBuf,
+}
+
+impl Runc {
+    fn command(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.binary);
+        cmd.arg("--root")
+            .arg(&self.root)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    async fn call(&self, args: &[&str]) -> anyhow::Result<Output> {
+        let output = tokio::time::timeout(CALL_TIMEOUT, self.command().args(args).output())
+            .await
+            .with_context(|| format!("runc {} timed out", args.join(" ")))?
+            .with_context(|| format!("running {}", self.binary.display()))?;
+        Ok(output)
+    }
+
+    /// `runc kill <id> <signal>`. A container that no longer runs is not an error.
+    pub async fn kill(&self, id: &str, signal: &str) -> anyhow::Result<()> {
+        let output = self.call(&["kill", id, signal]).await?;
+        if output.status.success() || is_gone(&output) {
+            return Ok(());
+        }
+        bail!("runc kill {id} {signal}: {}", stderr(&output))
+    }
+
+    /// `runc delete --force <id>`. An unknown container is not an error.
+    pub async fn delete(&self, id: &str) -> anyhow::Result<()> {
+        let output = self.call(&["delete", "--force", id]).await?;
+        if output.status.success() || is_gone(&output) {
+            return Ok(());
+        }
+        bail!("runc delete {id}: {}", stderr(&output))
+    }
+
+    /// `runc exec --pid-file <pid_file> <id> <cmd...>` with captured stdout and stderr.
+    /// The child is killed when the returned future is dropped.
+    pub fn exec(
+        &self,
+        id: &str,
+        pid_file: &Path,
+        cmd: &[String],
+    ) -> anyhow::Result<tokio::process::Child> {
+        self.command()
+            .arg("exec")
+            .arg("--pid-file")
+            .arg(pid_file)
+            .arg(id)
+            .args(cmd)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("running {}", self.binary.display()))
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).trim().to_string()
+}
+
+/// Whether runc failed because the container does not exist or is already stopped.
+fn is_gone(output: &Output) -> bool {
+    let text = stderr(output);
+    text.contains("does not exist")
+        || text.contains("not running")
+        || text.contains("process already finished")
+}

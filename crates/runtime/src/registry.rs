@@ -1,0 +1,47 @@
+//! In-memory index of live objects, each behind its own async lock so that one slow
+//! operation (a StopContainer grace period) does not block the others.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Objects by ID.
+pub struct Registry<T> {
+    items: Mutex<HashMap<String, Arc<tokio::sync::Mutex<T>>>>,
+}
+
+impl<T> Default for Registry<T> {
+    fn default() -> Self {
+        Self {
+            items: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T> Registry<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<T>>>> {
+        self.items
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The object with `id`.
+    pub fn get(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<T>>> {
+        self.lock().get(id).cloned()
+    }
+
+    /// Adds (or replaces) an object.
+    pub fn insert(&self, id: String, value: T) {
+        self.lock()
+            .insert(id, Arc::new(tokio::sync::Mutex::new(value)));
+    }
+
+    /// Forgets an object.
+    pub fn remove(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    /// All objects, in no particular order.
+    pub fn all(&self) -> Vec<Arc<tokio::sync::Mutex<T>>> {
+        self.lock().values().cloned().collect()
+    }
+}

@@ -1,0 +1,103 @@
+//! The runtime object: configuration, stores and the registries of live sandboxes and
+//! containers, recovered from disk on start.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::cni::Cni;
+use crate::config::RuntimeConfig;
+use crate::container::Container;
+use crate::image::ImageManager;
+use crate::registry::Registry;
+use crate::sandbox::{self, Sandbox};
+use crate::store::Store;
+
+/// The CRI runtime service (`impl RuntimeService for Runtime` is in [`crate::server`]).
+pub struct Runtime {
+    pub(crate) config: RuntimeConfig,
+    pub(crate) images: Arc<ImageManager>,
+    pub(crate) cni: Cni,
+    pub(crate) sandbox_store: Store,
+    pub(crate) container_store: Store,
+    pub(crate) sandboxes: Registry<Sandbox>,
+    pub(crate) containers: Registry<Container>,
+    /// Lowest oom_score_adj the runtime may request (see [`crate::oom::floor`]).
+    pub(crate) oom_floor: Option<i32>,
+}
+
+impl Runtime {
+    /// Opens the runtime: creates its directories, writes the default CNI conflist if none
+    /// exists, and reloads every persisted sandbox and container. Containers that kept
+    /// running under their shims are picked up as they are; exits that happened while the
+    /// runtime was down are read from the shims' exit files.
+    pub fn new(
+        mut config: RuntimeConfig,
+        images: Arc<ImageManager>,
+    ) -> anyhow::Result<Arc<Runtime>> {
+        // Paths end up in CNI_NETNS, config.json and shim arguments: make them absolute.
+        config.root = std::path::absolute(&config.root)?;
+        config.state = std::path::absolute(&config.state)?;
+        let sandbox_store = Store::open(config.root.join("sandboxes"))?;
+        let container_store = Store::open(config.root.join("containers"))?;
+        for dir in ["sandboxes", "containers", "runc"] {
+            let dir = config.state.join(dir);
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        sandbox::ns::prepare_root(&config.state.join("ns"))?;
+        let cni = Cni::new(
+            config.cni_conf_dir.clone(),
+            config.cni_bin_dirs.clone(),
+            &config.pod_cidr,
+        )?;
+        let runtime = Runtime {
+            cni,
+            images,
+            sandbox_store,
+            container_store,
+            sandboxes: Registry::default(),
+            containers: Registry::default(),
+            oom_floor: crate::oom::floor(),
+            config,
+        };
+        for sandbox in runtime.sandbox_store.load_all::<Sandbox>()? {
+            runtime.sandboxes.insert(sandbox.id.clone(), sandbox);
+        }
+        for mut container in runtime.container_store.load_all::<Container>()? {
+            if let Err(err) = runtime.refresh(&mut container) {
+                tracing::warn!(id = %container.id, "reading container exit: {err:#}");
+            }
+            runtime.containers.insert(container.id.clone(), container);
+        }
+        Ok(Arc::new(runtime))
+    }
+
+    /// Per-sandbox volatile paths.
+    pub(crate) fn sandbox_paths(&self, id: &str) -> sandbox::Paths {
+        sandbox::Paths {
+            files: self.config.state.join("sandboxes").join(id),
+            ns: self.config.state.join("ns").join(id),
+        }
+    }
+
+    /// `<state>/containers/<id>`: the OCI bundle (config.json, rootfs/, shim files).
+    pub(crate) fn bundle(&self, id: &str) -> PathBuf {
+        self.config.state.join("containers").join(id)
+    }
+
+    /// `runc --root` directory.
+    pub(crate) fn runc_root(&self) -> PathBuf {
+        self.config.state.join("runc")
+    }
+}
+
+impl Runtime {
+    /// The OCI runtime CLI with the runtime's state directory.
+    pub(crate) fn runc(&self) -> crate::container::runc::Runc {
+        crate::container::runc::Runc {
+            binary: self.config.runc.clone(),
+            root: self.runc_root(),
+        }
+    }
+}

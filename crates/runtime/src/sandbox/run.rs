@@ -1,0 +1,114 @@
+//! RunPodSandbox: pin namespaces, write the pod's files, attach the network.
+
+use k8s_cri::v1::{NamespaceMode, RunPodSandboxRequest, RunPodSandboxResponse};
+
+use super::{Sandbox, files, ns};
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+
+impl Runtime {
+    /// Creates a ready sandbox. Fails with `InvalidArgument` without config or metadata, and
+    /// with `FailedPrecondition` when the pod name (name, namespace, uid, attempt) is already
+    /// taken by another sandbox. Everything created is undone on failure.
+    pub(crate) async fn run_pod_sandbox(
+        &self,
+        req: RunPodSandboxRequest,
+    ) -> Result<RunPodSandboxResponse> {
+        let config = req
+            .config
+            .ok_or_else(|| Error::InvalidArgument("sandbox config is required".into()))?;
+        if config.metadata.is_none() {
+            return Err(Error::InvalidArgument(
+                "sandbox metadata is required".into(),
+            ));
+        }
+        let name = super::reserved_name(&config);
+        for other in self.sandboxes.all() {
+            if other.lock().await.name() == name {
+                return Err(Error::FailedPrecondition(format!(
+                    "sandbox name {name:?} is reserved"
+                )));
+            }
+        }
+        let id = crate::id::generate()?;
+        let (network, _pid, ipc) = super::namespace_modes(&config);
+        let mut pinned = Vec::new();
+        if network != NamespaceMode::Node {
+            pinned.extend([ns::Kind::Net, ns::Kind::Uts]);
+        }
+        if ipc != NamespaceMode::Node {
+            pinned.push(ns::Kind::Ipc);
+        }
+        let (cgroup_parent, owns_cgroup) = match config
+            .linux
+            .as_ref()
+            .map(|l| l.cgroup_parent.as_str())
+            .filter(|p| !p.is_empty())
+        {
+            Some(parent) => (parent.to_string(), false),
+            None => (format!("/skiff/{id}"), true),
+        };
+        let mut sandbox = Sandbox {
+            id: id.clone(),
+            config,
+            runtime_handler: req.runtime_handler,
+            ready: true,
+            created_at: crate::id::now_nanos(),
+            pinned,
+            network: None,
+            cgroup_parent,
+            owns_cgroup,
+        };
+        if let Err(err) = self.setup_sandbox(&mut sandbox).await {
+            if let Err(cleanup) = self.teardown_sandbox(&mut sandbox).await {
+                tracing::warn!(%id, "cleaning up a failed sandbox: {cleanup:#}");
+            }
+            return Err(err);
+        }
+        self.sandbox_store.save(&id, &sandbox)?;
+        self.sandboxes.insert(id.clone(), sandbox);
+        Ok(RunPodSandboxResponse { pod_sandbox_id: id })
+    }
+
+    async fn setup_sandbox(&self, sandbox: &mut Sandbox) -> Result<()> {
+        let paths = self.sandbox_paths(&sandbox.id);
+        let hostname = match sandbox.pinned.contains(&ns::Kind::Uts) {
+            true => sandbox.config.hostname.clone(),
+            false => nix::unistd::gethostname()
+                .map_err(std::io::Error::from)?
+                .to_string_lossy()
+                .into_owned(),
+        };
+        let (ns_dir, kinds, pin_hostname) =
+            (paths.ns.clone(), sandbox.pinned.clone(), hostname.clone());
+        tokio::task::spawn_blocking(move || ns::pin(&ns_dir, &kinds, &pin_hostname))
+            .await
+            .map_err(|err| anyhow::anyhow!("namespace task: {err}"))??;
+        files::write_initial(&paths.files, &hostname, sandbox.config.dns_config.as_ref())?;
+        if sandbox.pinned.contains(&ns::Kind::Net) {
+            let netns = ns::pin_path(&paths.ns, ns::Kind::Net);
+            let netns = netns.to_string_lossy();
+            let attached = self.cni.add(&self.attachment(sandbox, &netns)).await?;
+            sandbox.network = Some(attached);
+        }
+        files::write_hosts(&paths.files, &hostname, sandbox.ip())?;
+        Ok(())
+    }
+
+    /// CNI attachment parameters of a sandbox with network namespace path `netns`.
+    pub(crate) fn attachment<'a>(
+        &self,
+        sandbox: &'a Sandbox,
+        netns: &'a str,
+    ) -> crate::cni::Attachment<'a> {
+        let meta = sandbox.config.metadata.as_ref();
+        crate::cni::Attachment {
+            sandbox_id: &sandbox.id,
+            netns,
+            pod_name: meta.map_or("", |m| m.name.as_str()),
+            pod_namespace: meta.map_or("", |m| m.namespace.as_str()),
+            pod_uid: meta.map_or("", |m| m.uid.as_str()),
+            port_mappings: &sandbox.config.port_mappings,
+        }
+    }
+}

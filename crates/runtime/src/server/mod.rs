@@ -1,0 +1,52 @@
+//! CRI v1 gRPC services: RuntimeService and ImageService on a unix socket.
+
+mod image_service;
+mod runtime_service;
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use k8s_cri::v1::image_service_server::ImageServiceServer;
+use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
+
+use crate::image::ImageManager;
+use crate::runtime::Runtime;
+
+/// Serves CRI v1 (RuntimeService backed by `runtime`, ImageService backed by `images`) on
+/// the unix socket `socket` until `shutdown` completes. A stale socket file is replaced;
+/// the socket file is removed on shutdown. The returned future owns its arguments
+/// (`'static`), so it can be spawned.
+pub fn serve(
+    socket: &Path,
+    runtime: Arc<Runtime>,
+    images: Arc<ImageManager>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = anyhow::Result<()>> + Send + 'static {
+    let socket = socket.to_path_buf();
+    async move { serve_owned(&socket, runtime, images, shutdown).await }
+}
+
+async fn serve_owned(
+    socket: &Path,
+    runtime: Arc<Runtime>,
+    images: Arc<ImageManager>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    crate::store::remove_file_if_exists(socket)?;
+    let listener = tokio::net::UnixListener::bind(socket)
+        .with_context(|| format!("binding {}", socket.display()))?;
+    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    let result = tonic::transport::Server::builder()
+        .add_service(RuntimeServiceServer::from_arc(runtime))
+        .add_service(ImageServiceServer::from_arc(images))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+        .context("serving CRI");
+    let _ = crate::store::remove_file_if_exists(socket);
+    result
+}

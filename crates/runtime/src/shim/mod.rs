@@ -1,0 +1,169 @@
+//! The shim: one small monitor process per running container (the role of
+//! containerd-shim-runc-v2), outliving the runtime and the kubelet.
+//!
+//! Started by the runtime as `<shim_binary> shim --id ID --bundle DIR --runc PATH
+//! --runc-root DIR --log-path FILE --exit-file FILE --cgroup PATH`. The started process
+//! forks a daemon (new session, child subreaper) and exits as soon as the daemon reports
+//! `started <pid>` or `error <text>` on its stdout, so the runtime reaps it right away.
+//! The daemon runs `runc run --detach` with pipes as the container's stdout/stderr, copies
+//! them into the CRI log file, reaps the container's init and writes the exit file.
+//! No async runtime: plain threads, so it is cheap and fork-safe.
+
+pub mod exit;
+pub mod log;
+mod monitor;
+
+use std::io::{Read as _, Write as _};
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+
+/// The shim's command line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Container ID (runc's container name).
+    pub id: String,
+    /// Bundle directory (holds `config.json`; the shim writes `init.pid`, `runc.log` and
+    /// `shim.log` there).
+    pub bundle: PathBuf,
+    /// OCI runtime binary.
+    pub runc: PathBuf,
+    /// `runc --root` state directory.
+    pub runc_root: PathBuf,
+    /// CRI log file of the container.
+    pub log_path: PathBuf,
+    /// Where the [`exit::ExitStatus`] is written.
+    pub exit_file: PathBuf,
+    /// The container's cgroupsPath, to detect OOM kills.
+    pub cgroup: PathBuf,
+}
+
+impl Options {
+    /// The arguments that [`Options::parse`] reads back (without the `shim` subcommand).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args = Vec::new();
+        for (flag, value) in [
+            ("--id", self.id.as_ref()),
+            ("--bundle", self.bundle.as_os_str()),
+            ("--runc", self.runc.as_os_str()),
+            ("--runc-root", self.runc_root.as_os_str()),
+            ("--log-path", self.log_path.as_os_str()),
+            ("--exit-file", self.exit_file.as_os_str()),
+            ("--cgroup", self.cgroup.as_os_str()),
+        ] {
+            args.push(flag.into());
+            args.push(value.to_owned());
+        }
+        args
+    }
+
+    /// Parses `--flag value` pairs; leading words (program name, `shim`) are skipped.
+    pub fn parse(args: &[String]) -> anyhow::Result<Self> {
+        let mut rest = args.iter().skip_while(|a| !a.starts_with("--"));
+        let mut opts = Options {
+            id: String::new(),
+            bundle: PathBuf::new(),
+            runc: PathBuf::from("runc"),
+            runc_root: PathBuf::new(),
+            log_path: PathBuf::new(),
+            exit_file: PathBuf::new(),
+            cgroup: PathBuf::new(),
+        };
+        while let Some(flag) = rest.next() {
+            let value = rest
+                .next()
+                .with_context(|| format!("{flag} needs a value"))?;
+            match flag.as_str() {
+                "--id" => opts.id = value.clone(),
+                "--bundle" => opts.bundle = value.into(),
+                "--runc" => opts.runc = value.into(),
+                "--runc-root" => opts.runc_root = value.into(),
+                "--log-path" => opts.log_path = value.into(),
+                "--exit-file" => opts.exit_file = value.into(),
+                "--cgroup" => opts.cgroup = value.into(),
+                other => bail!("unknown shim flag {other}"),
+            }
+        }
+        if opts.id.is_empty()
+            || opts.bundle.as_os_str().is_empty()
+            || opts.exit_file.as_os_str().is_empty()
+        {
+            bail!("--id, --bundle and --exit-file are required");
+        }
+        Ok(opts)
+    }
+}
+
+/// Entry point of `skiff shim ...`. Must run before any other thread exists (it forks).
+/// Returns the process exit code: 0 once the daemon reported, non-zero on usage errors or
+/// when the daemon died without reporting.
+pub fn main(args: Vec<String>) -> i32 {
+    let opts = match Options::parse(&args) {
+        Ok(opts) => opts,
+        Err(err) => {
+            eprintln!("skiff shim: {err:#}");
+            return 2;
+        }
+    };
+    match spawn_daemon(&opts) {
+        Ok(report) => {
+            let mut stdout = std::io::stdout();
+            let _ = stdout
+                .write_all(report.as_bytes())
+                .and_then(|_| stdout.flush());
+            0
+        }
+        Err(err) => {
+            eprintln!("skiff shim: {err:#}");
+            1
+        }
+    }
+}
+
+/// Forks the daemon and waits for its one-line report on a pipe.
+fn spawn_daemon(opts: &Options) -> anyhow::Result<String> {
+    let (ready_read, ready_write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("pipe")?;
+    // SAFETY: the shim runs before any other thread is started (see `main`), so the child
+    // may continue to use the allocator and the standard library.
+    match unsafe { nix::unistd::fork() }.context("fork")? {
+        nix::unistd::ForkResult::Child => {
+            drop(ready_read);
+            let code = monitor::run(opts, ready_write);
+            std::process::exit(code);
+        }
+        nix::unistd::ForkResult::Parent { .. } => {
+            drop(ready_write);
+            let mut report = String::new();
+            std::fs::File::from(ready_read)
+                .read_to_string(&mut report)
+                .context("reading the shim report")?;
+            if report.is_empty() {
+                bail!("the shim daemon exited without reporting");
+            }
+            Ok(report)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_roundtrip() {
+        let opts = Options {
+            id: "abc".into(),
+            bundle: "/run/b".into(),
+            runc: "/usr/sbin/runc".into(),
+            runc_root: "/run/r".into(),
+            log_path: "/var/log/x.log".into(),
+            exit_file: "/run/b/exit.json".into(),
+            cgroup: "/skiff/s/abc".into(),
+        };
+        let mut args = vec!["skiff".to_string(), "shim".to_string()];
+        args.extend(opts.to_args().into_iter().map(|a| a.into_string().unwrap()));
+        assert_eq!(Options::parse(&args).unwrap(), opts);
+        assert!(Options::parse(&["--id".into()]).is_err());
+    }
+}

@@ -1,0 +1,197 @@
+//! The shim daemon: starts the container with runc, copies its output into the CRI log,
+//! reaps it and records the exit.
+
+use std::io::Write as _;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use super::Options;
+use super::exit::ExitStatus;
+use super::log::{Sink, Stream};
+
+/// How long output is still drained after the container's init exited. Daemonized
+/// descendants may hold the pipes open; they must not keep the shim alive.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Runs the daemon; `ready` receives the one-line report. Returns the exit code.
+pub fn run(opts: &Options, ready: OwnedFd) -> i32 {
+    let mut ready = std::fs::File::from(ready);
+    if let Err(err) = detach(opts) {
+        let _ = writeln!(ready, "error shim setup: {err:#}");
+        return 1;
+    }
+    let started = match start_container(opts) {
+        Ok(started) => started,
+        Err(err) => {
+            let _ = writeln!(ready, "error {}", single_line(&format!("{err:#}")));
+            eprintln!("container {}: {err:#}", opts.id);
+            return 1;
+        }
+    };
+    let _ = writeln!(ready, "started {}", started.pid);
+    drop(ready);
+    let status = wait_for(started.pid);
+    let finished_at = crate::id::now_nanos();
+    drain(started.copiers);
+    let exit = ExitStatus {
+        exit_code: status,
+        finished_at,
+        oom_killed: crate::cgroup::oom_killed(&opts.cgroup),
+    };
+    match exit.write(&opts.exit_file) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("container {}: writing exit file: {err:#}", opts.id);
+            1
+        }
+    }
+}
+
+/// New session (immune to signals sent to the kubelet's process group), stdio away from
+/// the runtime's pipes (stderr goes to `<bundle>/shim.log`), and child subreaper so the
+/// container's init is reparented to the shim.
+fn detach(opts: &Options) -> anyhow::Result<()> {
+    nix::unistd::setsid().context("setsid")?;
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(opts.bundle.join("shim.log"))?;
+    nix::unistd::dup2_stdin(&null)?;
+    nix::unistd::dup2_stdout(&null)?;
+    nix::unistd::dup2_stderr(&log)?;
+    nix::sys::prctl::set_child_subreaper(true).context("PR_SET_CHILD_SUBREAPER")?;
+    Ok(())
+}
+
+struct Started {
+    pid: Pid,
+    copiers: std::sync::mpsc::Receiver<()>,
+}
+
+/// `runc run --detach` with pipes as the container's stdout/stderr; on success starts the
+/// two log copier threads and returns the init pid from the pid file.
+fn start_container(opts: &Options) -> anyhow::Result<Started> {
+    let (out_read, out_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (err_read, err_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let pid_file = opts.bundle.join("init.pid");
+    let runc_log = opts.bundle.join("runc.log");
+    let mut command = std::process::Command::new(&opts.runc);
+    command
+        .arg("--root")
+        .arg(&opts.runc_root)
+        .arg("--log")
+        .arg(&runc_log)
+        .arg("--log-format")
+        .arg("json")
+        .args(["run", "--detach", "--pid-file"])
+        .arg(&pid_file)
+        .arg("--bundle")
+        .arg(&opts.bundle)
+        .arg(&opts.id)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out_write))
+        .stderr(Stdio::from(err_write));
+    let status = command
+        .status()
+        .with_context(|| format!("running {}", opts.runc.display()));
+    drop(command); // closes our copies of the pipes' write ends
+    if !status?.success() {
+        bail!(
+            "{}",
+            runc_error(&runc_log).unwrap_or_else(|| "runc run failed".into())
+        );
+    }
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .with_context(|| format!("reading {}", pid_file.display()))?
+        .trim()
+        .parse()
+        .context("parsing the container pid")?;
+    let copiers = start_copiers(opts, out_read, err_read)?;
+    Ok(Started {
+        pid: Pid::from_raw(pid),
+        copiers,
+    })
+}
+
+/// The error messages runc logged (JSON log lines with `"level":"error"`).
+fn runc_error(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let messages: Vec<String> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|entry| entry["level"] == "error" || entry["level"] == "fatal")
+        .filter_map(|entry| entry["msg"].as_str().map(str::to_string))
+        .collect();
+    (!messages.is_empty()).then(|| messages.join(": "))
+}
+
+fn start_copiers(
+    opts: &Options,
+    out: OwnedFd,
+    err: OwnedFd,
+) -> anyhow::Result<std::sync::mpsc::Receiver<()>> {
+    if let Some(dir) = opts.log_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&opts.log_path)
+        .with_context(|| format!("opening log {}", opts.log_path.display()))?;
+    let sink = Arc::new(Sink::new(file));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for (stream, fd) in [(Stream::Stdout, out), (Stream::Stderr, err)] {
+        let (sink, done) = (sink.clone(), done_tx.clone());
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                if let Err(err) = sink.copy(stream, std::fs::File::from(fd)) {
+                    eprintln!("copying container output: {err}");
+                }
+                let _ = done.send(());
+            })?;
+    }
+    Ok(done_rx)
+}
+
+/// Reaps children until `init` exits; returns its exit code (`128 + signal` if killed).
+/// Other reparented descendants are reaped along the way.
+fn wait_for(init: Pid) -> i32 {
+    loop {
+        match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == init => return code,
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == init => return 128 + signal as i32,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(err) => {
+                eprintln!("waitpid: {err}");
+                return 255;
+            }
+        }
+    }
+}
+
+/// Waits for both copiers to see EOF, at most [`DRAIN_DEADLINE`] in total.
+fn drain(copiers: std::sync::mpsc::Receiver<()>) {
+    let deadline = std::time::Instant::now() + DRAIN_DEADLINE;
+    for _ in 0..2 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if copiers.recv_timeout(left).is_err() {
+            return;
+        }
+    }
+}
+
+fn single_line(text: &str) -> String {
+    text.replace('\n', " ")
+}

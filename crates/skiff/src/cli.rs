@@ -1,0 +1,91 @@
+//! Command-line flags. Names and defaults follow the upstream components
+//! (`kubelet --pod-manifest-path`, `--container-runtime-endpoint`, ...).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Kubernetes in one binary.
+#[derive(Debug, Parser)]
+#[command(name = "skiff", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The node agent. Embeds the CRI runtime unless --container-runtime-endpoint is given.
+    Kubelet(KubeletArgs),
+    /// The CRI runtime alone, serving CRI v1 on `<state>/skiff.sock`.
+    Runtime(RuntimeArgs),
+}
+
+/// `skiff kubelet` flags.
+#[derive(Debug, Args)]
+pub struct KubeletArgs {
+    /// Directory of static pod manifests (one Pod per .yaml, .yml or .json file).
+    #[arg(long)]
+    pub pod_manifest_path: Option<PathBuf>,
+    /// The kubelet's own state directory.
+    #[arg(long, default_value = "/var/lib/skiff/kubelet")]
+    pub root_dir: PathBuf,
+    /// Persistent state of the embedded runtime (images, snapshots, sandboxes, containers).
+    #[arg(long, default_value = "/var/lib/skiff/runtime")]
+    pub runtime_root: PathBuf,
+    /// Volatile state of the embedded runtime (CRI socket, bundles, namespace pins).
+    #[arg(long, default_value = "/run/skiff")]
+    pub runtime_state: PathBuf,
+    /// Read-only HTTP port (`/healthz`, `/pods`); 0 disables it.
+    #[arg(long, default_value_t = 10255)]
+    pub read_only_port: u16,
+    /// Node name to use instead of the host name.
+    #[arg(long)]
+    pub hostname_override: Option<String>,
+    /// The node's IP address (status.hostIP); default: the address of the default route.
+    #[arg(long)]
+    pub node_ip: Option<IpAddr>,
+    /// A remote CRI runtime (`unix:///run/containerd/containerd.sock`) instead of the embedded one.
+    #[arg(long)]
+    pub container_runtime_endpoint: Option<String>,
+    /// How often the manifest directory is rescanned, besides change notifications.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    pub file_check_frequency: Duration,
+    /// How often every pod is synced even without events.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    pub sync_frequency: Duration,
+    /// Root of the cgroup hierarchy for pods (`<root>/kubepods/...`).
+    #[arg(long, default_value = "/")]
+    pub cgroup_root: PathBuf,
+    #[command(flatten)]
+    pub network: NetworkArgs,
+}
+
+/// `skiff runtime` flags.
+#[derive(Debug, Args)]
+pub struct RuntimeArgs {
+    /// Persistent state (images, snapshots, sandboxes, containers).
+    #[arg(long, default_value = "/var/lib/skiff/runtime")]
+    pub root: PathBuf,
+    /// Volatile state (CRI socket, bundles, namespace pins).
+    #[arg(long, default_value = "/run/skiff")]
+    pub state: PathBuf,
+    #[command(flatten)]
+    pub network: NetworkArgs,
+}
+
+/// CNI flags shared by the kubelet (embedded runtime) and the runtime.
+#[derive(Debug, Args)]
+pub struct NetworkArgs {
+    /// CNI network configuration directory; a default bridge conflist is written when empty.
+    #[arg(long, default_value = "/etc/cni/net.d")]
+    pub cni_conf_dir: PathBuf,
+    /// CNI plugin directories, colon-separated.
+    #[arg(long, default_value = "/usr/lib/cni:/opt/cni/bin", value_delimiter = ':')]
+    pub cni_bin_dir: Vec<PathBuf>,
+    /// Pod CIDR for the default CNI configuration.
+    #[arg(long, default_value = "10.88.0.0/16")]
+    pub pod_cidr: ipnet::IpNet,
+}

@@ -1,0 +1,73 @@
+//! `skiff kubelet`: the node agent, with the embedded runtime or a remote CRI endpoint.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use futures::FutureExt;
+use skiff_kubelet::KubeletConfig;
+use skiff_kubelet::cri::{Cri, Embedded, Remote};
+
+use crate::cli::KubeletArgs;
+use crate::{runtime, signals};
+
+pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
+    let shutdown = signals::shutdown().shared();
+    let config = KubeletConfig {
+        node_name: node_name(args.hostname_override.as_deref())?,
+        node_ip: args.node_ip.or_else(default_node_ip),
+        pod_manifest_path: args.pod_manifest_path,
+        root_dir: args.root_dir,
+        pod_logs_dir: "/var/log/pods".into(),
+        read_only_port: args.read_only_port,
+        file_check_frequency: args.file_check_frequency,
+        sync_frequency: args.sync_frequency,
+        cgroup_root: args.cgroup_root,
+    };
+
+    let cri: Arc<dyn Cri> = match &args.container_runtime_endpoint {
+        Some(endpoint) => Arc::new(
+            Remote::connect(endpoint)
+                .await
+                .with_context(|| format!("connecting to CRI endpoint {endpoint}"))?,
+        ),
+        None => {
+            let embedded = runtime::open(&args.runtime_root, &args.runtime_state, &args.network)?;
+            // Standard CRI tools (crictl) can inspect the embedded runtime on its socket.
+            let socket = runtime::socket_path(&args.runtime_state);
+            let serve = skiff_runtime::server::serve(
+                &socket,
+                embedded.runtime.clone(),
+                embedded.images.clone(),
+                shutdown.clone(),
+            );
+            tokio::spawn(async move {
+                if let Err(err) = serve.await {
+                    tracing::error!("CRI server: {err:#}");
+                }
+            });
+            Arc::new(Embedded::new(embedded.runtime, embedded.images))
+        }
+    };
+    skiff_kubelet::run(config, cri, shutdown).await
+}
+
+/// The node name: the override, else the host name in lower case (as upstream).
+fn node_name(hostname_override: Option<&str>) -> anyhow::Result<String> {
+    let name = match hostname_override {
+        Some(name) => name.to_string(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .context("reading the host name")?,
+    };
+    let name = name.trim().to_lowercase();
+    anyhow::ensure!(!name.is_empty(), "the node name is empty");
+    Ok(name)
+}
+
+/// The source address the kernel picks for the default route (no packet is sent).
+fn default_node_ip() -> Option<IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    // A TEST-NET-1 address (RFC 5737): connect() on UDP only selects a route.
+    socket.connect("192.0.2.1:9").ok()?;
+    socket.local_addr().ok().map(|addr| addr.ip())
+}

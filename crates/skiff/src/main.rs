@@ -1,0 +1,57 @@
+//! `skiff`: Kubernetes in one binary. This crate is CLI wiring only; every role lives in its
+//! own crate (see ARCHITECTURE.md).
+
+mod cli;
+mod kubelet;
+mod runtime;
+mod signals;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    // The per-container shim forks and daemonizes, so it must run before any thread exists:
+    // dispatch it ahead of argument parsing, logging and the tokio runtime.
+    let mut args = std::env::args();
+    if args.nth(1).as_deref() == Some("shim") {
+        std::process::exit(skiff_runtime::shim::main(args.collect()));
+    }
+
+    let cli = cli::Cli::parse();
+    init_tracing();
+    // rustls-based clients (image pulls) need exactly one process-wide crypto provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(run(cli.command)));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: cli::Command) -> anyhow::Result<()> {
+    match command {
+        cli::Command::Kubelet(args) => kubelet::run(args).await,
+        cli::Command::Runtime(args) => runtime::run(args).await,
+    }
+}
+
+/// Logs go to stderr; `RUST_LOG` filters them (default `info`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

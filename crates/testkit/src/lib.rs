@@ -1,0 +1,24 @@
+//! Test harness for Skiff: everything an end-to-end test needs, without the internet.
+//!
+//! - [`Registry`]: a real OCI registry (Debian's `docker-registry`, distribution 2.8) on a
+//!   free loopback port, removed on drop.
+//! - [`busybox`] / [`busybox_with`] build the test image in memory from Debian's
+//!   busybox-static; [`push`] uploads it to a registry.
+//! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
+//!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
+//!
+//! The API is blocking (plain threads, no async runtime), so it works from `#[test]`
+//! and, with care for blocking, from `#[tokio::test]`.
+
+mod http;
+mod image;
+mod node;
+mod push;
+mod registry;
+mod spawn;
+mod sys;
+
+pub use image::{Compression, Image, ImageOptions, MediaTypes, busybox, busybox_with};
+pub use node::{Node, NodeOptions};
+pub use push::push;
+pub use registry::Registry;

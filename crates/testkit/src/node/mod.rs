@@ -1,0 +1,415 @@
+//! A running `skiff kubelet` with private directories, CNI network and read-only port.
+
+mod cleanup;
+mod cni;
+mod leftovers;
+
+use std::collections::BTreeSet;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::{http, spawn, sys};
+
+const HEALTHZ_TIMEOUT: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(200);
+const STOP_GRACE: Duration = Duration::from_secs(10);
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+const LOG_TAIL_LINES: usize = 80;
+
+/// How to run the kubelet.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// The `skiff` binary (in tests: `env!("CARGO_BIN_EXE_skiff")`).
+    pub skiff_bin: PathBuf,
+    /// Flags appended after the ones [`Node`] sets.
+    pub extra_args: Vec<String>,
+}
+
+/// A `skiff kubelet` process with the embedded runtime, for end-to-end tests.
+///
+/// Layout of [`Node::dir`] (`/tmp/sk-<8 hex>`, short for unix socket paths):
+/// `manifests/` (`--pod-manifest-path`), `kubelet/` (`--root-dir`), `rt/`
+/// (`--runtime-root`), `st/` (`--runtime-state`, CRI socket `st/skiff.sock`), `cni/`
+/// (`--cni-conf-dir`, holding `10-test.conflist`: bridge + host-local on a random /24 of
+/// 10.240.0.0/12 + portmap), `ipam/` (host-local `dataDir`), `kubelet.log` (stdout and
+/// stderr, `RUST_LOG=info`).
+///
+/// Dropping it removes all manifests, waits (up to 60 s) for `/pods` to be empty, stops
+/// the kubelet, then force-cleans whatever is left (runc containers, processes, mounts,
+/// iptables rules, the bridge, pod cgroups and log dirs) and removes the directory.
+pub struct Node {
+    opts: NodeOptions,
+    id: String,
+    dir: PathBuf,
+    port: u16,
+    pod_cidr: String,
+    child: Option<Child>,
+    /// UIDs of every pod seen in `/pods`, for leftover checks and cleanup.
+    seen_uids: Mutex<BTreeSet<String>>,
+}
+
+impl Node {
+    /// Creates the directories and CNI config, spawns the kubelet and waits (up to 60 s)
+    /// for `GET /healthz` on the read-only port.
+    ///
+    /// Errors: the binary cannot be spawned, or it exits or is not healthy in time (the
+    /// message includes the tail of `kubelet.log`). The directory is removed on error.
+    pub fn start(opts: NodeOptions) -> anyhow::Result<Node> {
+        let (id, dir) = create_unique_dir()?;
+        let mut node = Node {
+            opts,
+            dir,
+            port: 0,
+            pod_cidr: String::new(),
+            child: None,
+            seen_uids: Mutex::new(BTreeSet::new()),
+            id,
+        };
+        // From here on, Drop cleans up if anything fails.
+        for sub in ["manifests", "kubelet", "rt", "st", "cni", "ipam"] {
+            std::fs::create_dir(node.dir.join(sub))?;
+        }
+        node.pod_cidr = cni::free_subnet()?;
+        cni::write_conflist(
+            &node.dir.join("cni"),
+            &node.network_name(),
+            &node.bridge(),
+            &node.pod_cidr,
+            &node.dir.join("ipam"),
+        )?;
+        node.port = sys::free_port()?;
+        node.spawn()?;
+        Ok(node)
+    }
+
+    /// The node name (`--hostname-override`): `node-<8 hex>`.
+    pub fn node_name(&self) -> String {
+        format!("node-{}", self.id)
+    }
+
+    /// The node's directory, `/tmp/sk-<8 hex>` (layout in the type docs).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The kubelet's read-only HTTP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The pod subnet of the CNI config, e.g. `10.243.17.0/24`.
+    pub fn pod_cidr(&self) -> &str {
+        &self.pod_cidr
+    }
+
+    /// The CNI bridge name, `sk<8 hex>`.
+    pub fn bridge(&self) -> String {
+        format!("sk{}", self.id)
+    }
+
+    /// The CNI network name, `sk-<8 hex>` (it appears in iptables rule comments).
+    fn network_name(&self) -> String {
+        format!("sk-{}", self.id)
+    }
+
+    fn manifest_dir(&self) -> PathBuf {
+        self.dir.join("manifests")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("kubelet.log")
+    }
+
+    /// Writes a static pod manifest atomically (a `.`-prefixed temporary file renamed
+    /// into place, so the file watcher never reads half a file).
+    pub fn write_manifest(&self, file_name: &str, contents: &str) -> anyhow::Result<()> {
+        let tmp = self.manifest_dir().join(format!(".{file_name}.tmp"));
+        std::fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, self.manifest_dir().join(file_name))
+            .with_context(|| format!("renaming {} into place", tmp.display()))
+    }
+
+    /// Removes a manifest file; an absent file is not an error.
+    pub fn remove_manifest(&self, file_name: &str) -> anyhow::Result<()> {
+        match std::fs::remove_file(self.manifest_dir().join(file_name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing manifest {file_name}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `GET /pods` on the read-only port: a `v1.PodList` as JSON (`{"items": [Pod..]}`).
+    pub fn pods(&self) -> anyhow::Result<Value> {
+        let host = format!("127.0.0.1:{}", self.port);
+        let response = http::request("GET", &host, "/pods", &[], b"")?;
+        if response.status != 200 {
+            bail!("GET /pods: HTTP {}: {}", response.status, response.text());
+        }
+        let list: Value = serde_json::from_slice(&response.body).context("GET /pods: bad JSON")?;
+        if let Ok(mut seen) = self.seen_uids.lock() {
+            for pod in items(&list) {
+                if let Some(uid) = pod["metadata"]["uid"].as_str() {
+                    seen.insert(uid.to_string());
+                }
+            }
+        }
+        Ok(list)
+    }
+
+    /// The pod named `<name>-<node name>` (a static pod's mirror name) from `/pods`, if
+    /// present (`None` also when `/pods` cannot be fetched).
+    pub fn pod(&self, name: &str) -> Option<Value> {
+        let full = format!("{name}-{}", self.node_name());
+        let list = self.pods().ok()?;
+        items(&list)
+            .iter()
+            .find(|p| p["metadata"]["name"].as_str() == Some(full.as_str()))
+            .cloned()
+    }
+
+    /// Polls `/pods` every 200 ms until `ready(&pod_list)` is true and returns that list.
+    ///
+    /// Errors after `timeout` with `desc`, the last `/pods` JSON (or fetch error) and the
+    /// tail of `kubelet.log`.
+    pub fn wait_for(
+        &self,
+        desc: &str,
+        timeout: Duration,
+        mut ready: impl FnMut(&Value) -> bool,
+    ) -> anyhow::Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match self.pods() {
+                Ok(list) if ready(&list) => return Ok(list),
+                Ok(list) => serde_json::to_string_pretty(&list).unwrap_or_default(),
+                Err(e) => format!("error: {e:#}"),
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "timed out after {timeout:?} waiting for {desc}\n--- last /pods ---\n{last}\n--- kubelet.log (tail) ---\n{}",
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// The PID of the running kubelet, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the kubelet with SIGKILL (pods and shims keep running).
+    pub fn kill9(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Stops the kubelet with SIGTERM (a graceful exit that leaves pods running; SIGKILL
+    /// after 10 s) and returns its exit status (`None` if it was not running).
+    pub fn stop(&mut self) -> anyhow::Result<Option<ExitStatus>> {
+        match self.child.take() {
+            Some(mut child) => Ok(Some(sys::terminate(&mut child, STOP_GRACE)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Starts the kubelet again with the same directories and port (stopping it first
+    /// if it is still running) and waits for `/healthz`.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.stop()?;
+        self.spawn()
+    }
+
+    /// The whole `kubelet.log` (lossy UTF-8; empty if unreadable).
+    pub fn log(&self) -> String {
+        std::fs::read(self.log_path())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// `(pid, command line)` of every process whose command line mentions
+    /// [`Node::dir`]: the kubelet and the per-container shims, while pods run.
+    pub fn processes(&self) -> Vec<(u32, String)> {
+        leftovers::processes_mentioning(&self.dir)
+    }
+
+    /// Everything the node's pods left behind, one human-readable line each: mounts
+    /// under [`Node::dir`], host-local IP reservations, veths on the bridge, processes
+    /// whose command line mentions the directory (other than the kubelet), iptables
+    /// rules of the CNI network, and `pod<uid>` cgroups of pods this node ran.
+    /// Empty means clean.
+    pub fn leftovers(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        found.extend(
+            leftovers::mounts_under(&self.dir)
+                .into_iter()
+                .map(|m| format!("mount {m}")),
+        );
+        found.extend(leftovers::ip_reservations(&self.dir.join("ipam")));
+        found.extend(leftovers::veths(&self.bridge()));
+        let skip = [self.pid(), Some(std::process::id())];
+        found.extend(
+            self.processes()
+                .into_iter()
+                .filter(|(pid, _)| !skip.contains(&Some(*pid)))
+                .map(|(pid, cmd)| format!("process {pid}: {cmd}")),
+        );
+        found.extend(
+            leftovers::iptables_rules(&self.network_name())
+                .into_iter()
+                .map(|(t, r)| format!("iptables -t {t} {r}")),
+        );
+        found.extend(
+            leftovers::pod_cgroups(&self.known_uids())
+                .into_iter()
+                .map(|p| format!("cgroup {}", p.display())),
+        );
+        found
+    }
+
+    /// UIDs seen in `/pods` plus the pod directories under the kubelet root.
+    fn known_uids(&self) -> BTreeSet<String> {
+        let mut uids = self.seen_uids.lock().map(|s| s.clone()).unwrap_or_default();
+        if let Ok(entries) = std::fs::read_dir(self.dir.join("kubelet/pods")) {
+            uids.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned()),
+            );
+        }
+        uids
+    }
+
+    fn log_tail(&self) -> String {
+        sys::tail(&self.log_path(), LOG_TAIL_LINES)
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())?;
+        let dir = |sub: &str| self.dir.join(sub);
+        let mut cmd = Command::new(&self.opts.skiff_bin);
+        cmd.arg("kubelet")
+            .arg("--pod-manifest-path")
+            .arg(dir("manifests"))
+            .arg("--root-dir")
+            .arg(dir("kubelet"))
+            .arg("--runtime-root")
+            .arg(dir("rt"))
+            .arg("--runtime-state")
+            .arg(dir("st"))
+            .arg("--read-only-port")
+            .arg(self.port.to_string())
+            .arg("--hostname-override")
+            .arg(self.node_name())
+            .arg("--cni-conf-dir")
+            .arg(dir("cni"))
+            .arg("--pod-cidr")
+            .arg(&self.pod_cidr)
+            .arg("--file-check-frequency")
+            .arg("1s")
+            .args(&self.opts.extra_args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        let child = spawn::spawn_tied(cmd)
+            .with_context(|| format!("spawning {} kubelet", self.opts.skiff_bin.display()))?;
+        self.child = Some(child);
+        self.wait_healthy()
+    }
+
+    fn wait_healthy(&mut self) -> anyhow::Result<()> {
+        let host = format!("127.0.0.1:{}", self.port);
+        let deadline = Instant::now() + HEALTHZ_TIMEOUT;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                self.child = None;
+                bail!(
+                    "kubelet exited with {status}; kubelet.log (tail):\n{}",
+                    self.log_tail()
+                );
+            }
+            if let Ok(r) = http::request("GET", &host, "/healthz", &[], b"")
+                && r.status == 200
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "kubelet not healthy on {host} after {HEALTHZ_TIMEOUT:?}; kubelet.log (tail):\n{}",
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Removes every manifest and waits for `/pods` to be empty (only while the kubelet
+    /// runs).
+    fn drain(&mut self) {
+        if let Ok(entries) = std::fs::read_dir(self.manifest_dir()) {
+            for e in entries.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let running = self
+            .child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
+        if running {
+            let _ = self.wait_for("all pods to be gone", DRAIN_TIMEOUT, |list| {
+                items(list).is_empty()
+            });
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.drain();
+        let _ = self.stop();
+        let uids = self.known_uids();
+        cleanup::force(&self.dir, &self.network_name(), &self.bridge(), &uids);
+    }
+}
+
+/// The `items` of a PodList (empty if absent).
+fn items(list: &Value) -> &[Value] {
+    list["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// Creates `/tmp/sk-<8 hex>` and returns the hex id and the path.
+fn create_unique_dir() -> anyhow::Result<(String, PathBuf)> {
+    for _ in 0..16 {
+        let id: String = sys::random_bytes::<4>()?
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let dir = PathBuf::from(format!("/tmp/sk-{id}"));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok((id, dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    bail!("could not create a unique /tmp/sk-* directory")
+}

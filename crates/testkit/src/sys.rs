@@ -1,0 +1,58 @@
+//! Small system helpers shared by the modules: free ports, random names, log tails,
+//! signals.
+
+use std::fs::File;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// `N` random bytes from /dev/urandom.
+pub(crate) fn random_bytes<const N: usize>() -> anyhow::Result<[u8; N]> {
+    let mut buf = [0u8; N];
+    File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+/// The last `lines` lines of a (log) file, or a note saying why it could not be read.
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let all: Vec<&str> = text.lines().collect();
+            all[all.len().saturating_sub(lines)..].join("\n")
+        }
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    }
+}
+
+/// Sends `signal` to `pid`; errors (no such process) are ignored.
+pub(crate) fn signal(pid: u32, signal: libc::c_int) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// Sends SIGTERM, waits up to `grace`, then SIGKILLs; returns the exit status.
+pub(crate) fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<ExitStatus> {
+    if let Some(status) = child.try_wait()? {
+        return Ok(status);
+    }
+    signal(child.id(), libc::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    child.wait()
+}

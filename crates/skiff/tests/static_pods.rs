@@ -51,7 +51,7 @@ spec:
   containers:
   - name: wget
     image: {image}
-    command: ["sh", "-c", "until wget -q -T 2 -O - http://{server_ip}:8080/index.html; do sleep 0.5; done"]
+    command: ["sh", "-c", "until wget -q -O - http://{server_ip}:8080/index.html; do sleep 0.5; done"]
 "#,
         image = cluster.image
     );
@@ -201,7 +201,7 @@ fn bad_input_is_reported_and_isolated() {
 fn kubelet_sigkill_keeps_containers() {
     let mut cluster = Cluster::start();
     let manifest = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: ticker}}\nspec:\n  containers:\n  - name: main\n    image: {}\n    command: [sh, -c, 'i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done']\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: ticker}}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: main\n    image: {}\n    command: [sh, -c, 'i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done']\n",
         cluster.image
     );
     cluster.write_manifest("ticker.yaml", &manifest);
@@ -216,7 +216,12 @@ fn kubelet_sigkill_keeps_containers() {
 
     let after = cluster.wait_running(&name);
     let after_status = container_status(&after, "main");
-    assert_eq!(after_status["containerID"], before_status["containerID"]);
+    assert_eq!(
+        after_status["containerID"],
+        before_status["containerID"],
+        "the container was replaced; kubelet log:\n{}",
+        cluster.node.log()
+    );
     assert_eq!(after_status["restartCount"], before_status["restartCount"]);
     assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
 

@@ -95,7 +95,7 @@ fn node_starts_serves_pods_and_restarts() {
     node.restart().unwrap();
     assert_ne!(node.pid(), Some(first));
     assert_eq!(node.log().matches("fake kubelet serving").count(), 2);
-    assert!(node.leftovers().is_empty(), "{:?}", node.leftovers());
+    node.wait_clean(Duration::from_secs(1)).unwrap();
 
     drop(node);
     assert!(!dir.exists());
@@ -152,6 +152,14 @@ fn leftovers_are_reported_and_cleaned_on_drop() {
         "{found:?}"
     );
     assert_eq!(found.len(), 4, "{found:?}");
+    let err = node
+        .wait_clean(Duration::from_millis(300))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("still not clean") && err.contains("10.0.0.2"),
+        "{err}"
+    );
 
     drop(node);
     assert!(!dir.exists());

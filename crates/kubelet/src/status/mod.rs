@@ -26,7 +26,9 @@ pub struct StatusManager {
 
 impl StatusManager {
     /// Stores `status` for pod `uid`. `startTime` is kept from the first status (or set to
-    /// now); a condition keeps its `lastTransitionTime` while its status is unchanged.
+    /// now); a condition keeps its `lastTransitionTime` while its status is unchanged; the
+    /// pod IPs are kept once known, as upstream does, since a finished pod's sandbox is torn
+    /// down and reports none.
     pub fn set_pod_status(&self, uid: &str, mut status: PodStatus) {
         let now = Time(now());
         let mut statuses = self
@@ -37,6 +39,12 @@ impl StatusManager {
         status.start_time = old
             .and_then(|o| o.start_time.clone())
             .or_else(|| Some(now.clone()));
+        if status.pod_ips.is_none()
+            && let Some(old) = old
+        {
+            status.pod_ip.clone_from(&old.pod_ip);
+            status.pod_ips.clone_from(&old.pod_ips);
+        }
         for condition in status.conditions.iter_mut().flatten() {
             let previous = old
                 .and_then(|o| o.conditions.as_ref())
@@ -70,7 +78,7 @@ impl StatusManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::PodCondition;
+    use k8s_openapi::api::core::v1::{PodCondition, PodIP};
 
     fn status(ready: &str) -> PodStatus {
         PodStatus {
@@ -89,6 +97,24 @@ mod tests {
             .first()?
             .last_transition_time
             .clone()
+    }
+
+    #[test]
+    fn keeps_pod_ips_after_the_sandbox_is_gone() {
+        let m = StatusManager::default();
+        let ip = PodIP { ip: "10.88.0.7".into() };
+        m.set_pod_status(
+            "u",
+            PodStatus {
+                pod_ip: Some(ip.ip.clone()),
+                pod_ips: Some(vec![ip.clone()]),
+                ..Default::default()
+            },
+        );
+        m.set_pod_status("u", PodStatus::default());
+        let kept = m.get_pod_status("u").unwrap_or_default();
+        assert_eq!(kept.pod_ip.as_deref(), Some("10.88.0.7"));
+        assert_eq!(kept.pod_ips, Some(vec![ip]));
     }
 
     #[test]

@@ -79,7 +79,12 @@ impl Cluster {
             if left.is_empty() {
                 return;
             }
-            assert!(Instant::now() < deadline, "left behind:\n{}", left.join("\n"));
+            assert!(
+                Instant::now() < deadline,
+                "left behind:\n{}\n--- kubelet log ---\n{}",
+                left.join("\n"),
+                self.node.log()
+            );
             std::thread::sleep(Duration::from_millis(250));
         }
     }

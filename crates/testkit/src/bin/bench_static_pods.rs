@@ -94,6 +94,8 @@ fn warm_up(node: &Node, reference: &str) -> anyhow::Result<()> {
     node.wait_for("the warm-up pod to be gone", WARMUP_TIMEOUT, |list| {
         pods(list).next().is_none()
     })?;
+    // Teardown (shim exit, CNI DEL, unmounts) ends after the pod leaves /pods.
+    node.wait_clean(WARMUP_TIMEOUT)?;
     Ok(())
 }
 

@@ -278,6 +278,29 @@ impl Node {
         found
     }
 
+    /// Polls [`Node::leftovers`] every 200 ms until it is empty. Pod teardown finishes
+    /// after the pod leaves `/pods` (as upstream, where the pod worker terminates it in
+    /// the background), so tests check for leftovers with this, not once.
+    ///
+    /// Errors after `timeout` with the remaining leftovers and the tail of `kubelet.log`.
+    pub fn wait_clean(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found = self.leftovers();
+            if found.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "still not clean after {timeout:?}:\n  {}\n--- kubelet.log (tail) ---\n{}",
+                    found.join("\n  "),
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
     /// UIDs seen in `/pods` plus the pod directories under the kubelet root.
     fn known_uids(&self) -> BTreeSet<String> {
         let mut uids = self.seen_uids.lock().map(|s| s.clone()).unwrap_or_default();

@@ -83,7 +83,11 @@ pub struct NetworkArgs {
     #[arg(long, default_value = "/etc/cni/net.d")]
     pub cni_conf_dir: PathBuf,
     /// CNI plugin directories, colon-separated.
-    #[arg(long, default_value = "/usr/lib/cni:/opt/cni/bin", value_delimiter = ':')]
+    #[arg(
+        long,
+        default_value = "/usr/lib/cni:/opt/cni/bin",
+        value_delimiter = ':'
+    )]
     pub cni_bin_dir: Vec<PathBuf>,
     /// Pod CIDR for the default CNI configuration.
     #[arg(long, default_value = "10.88.0.0/16")]

@@ -1,6 +1,5 @@
 //! `skiff kubelet`: the node agent, with the embedded runtime or a remote CRI endpoint.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -15,7 +14,7 @@ pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
     let shutdown = signals::shutdown().shared();
     let config = KubeletConfig {
         node_name: node_name(args.hostname_override.as_deref())?,
-        node_ip: args.node_ip.or_else(default_node_ip),
+        node_ip: args.node_ip,
         pod_manifest_path: args.pod_manifest_path,
         root_dir: args.root_dir,
         pod_logs_dir: "/var/log/pods".into(),
@@ -56,18 +55,11 @@ pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
 fn node_name(hostname_override: Option<&str>) -> anyhow::Result<String> {
     let name = match hostname_override {
         Some(name) => name.to_string(),
-        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .context("reading the host name")?,
+        None => {
+            std::fs::read_to_string("/proc/sys/kernel/hostname").context("reading the host name")?
+        }
     };
     let name = name.trim().to_lowercase();
     anyhow::ensure!(!name.is_empty(), "the node name is empty");
     Ok(name)
-}
-
-/// The source address the kernel picks for the default route (no packet is sent).
-fn default_node_ip() -> Option<IpAddr> {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
-    // A TEST-NET-1 address (RFC 5737): connect() on UDP only selects a route.
-    socket.connect("192.0.2.1:9").ok()?;
-    socket.local_addr().ok().map(|addr| addr.ip())
 }

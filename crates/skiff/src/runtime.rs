@@ -27,7 +27,8 @@ pub fn open(root: &Path, state: &Path, network: &NetworkArgs) -> anyhow::Result<
         ..RuntimeConfig::default()
     };
     let images = Arc::new(
-        ImageManager::new(root).with_context(|| format!("opening image store {}", root.display()))?,
+        ImageManager::new(root)
+            .with_context(|| format!("opening image store {}", root.display()))?,
     );
     let runtime = Runtime::new(config, images.clone()).context("starting the runtime")?;
     Ok(Embedded { runtime, images })
@@ -42,5 +43,11 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
     let embedded = open(&args.root, &args.state, &args.network)?;
     let socket = socket_path(&args.state);
     tracing::info!(socket = %socket.display(), "serving CRI v1");
-    skiff_runtime::server::serve(&socket, embedded.runtime, embedded.images, signals::shutdown()).await
+    skiff_runtime::server::serve(
+        &socket,
+        embedded.runtime,
+        embedded.images,
+        signals::shutdown(),
+    )
+    .await
 }

@@ -11,23 +11,48 @@ use common::{Cluster, container_status, pod_ip, pod_phase};
 #[test]
 fn httpd_static_pod_serves_and_logs() {
     let cluster = Cluster::start();
-    cluster.write_manifest("web.yaml", &common::httpd_pod("web", &cluster.image, "hello skiff"));
+    cluster.write_manifest(
+        "web.yaml",
+        &common::httpd_pod("web", &cluster.image, "hello skiff"),
+    );
     let name = cluster.static_name("web");
 
     let pod = cluster.wait_running(&name);
     let ip = pod_ip(&pod);
-    assert_eq!(common::http_get(&ip, 8080, "/index.html").trim(), "hello skiff");
+    assert_eq!(
+        common::http_get(&ip, 8080, "/index.html").trim(),
+        "hello skiff"
+    );
 
     let status = container_status(&pod, "httpd");
     assert_eq!(status["restartCount"], 0);
-    assert!(status["containerID"].as_str().unwrap_or("").contains("://"), "{status}");
-    assert!(status["imageID"].as_str().unwrap_or("").contains("sha256:"), "{status}");
-    assert_eq!(pod["status"]["hostIP"].as_str().map(|s| !s.is_empty()), Some(true));
+    assert!(
+        status["containerID"].as_str().unwrap_or("").contains("://"),
+        "{status}"
+    );
+    assert!(
+        status["imageID"].as_str().unwrap_or("").contains("sha256:"),
+        "{status}"
+    );
+    assert_eq!(
+        pod["status"]["hostIP"].as_str().map(|s| !s.is_empty()),
+        Some(true)
+    );
 
     let log = common::wait_log_line(&pod, "httpd", 0, "serving");
     for line in log.lines() {
         common::assert_cri_log_line(line);
     }
+
+    // The embedded runtime serves CRI v1 on its socket for standard CRI tools.
+    let sandboxes = common::cri_pod_sandboxes(&cluster.node.dir().join("st/skiff.sock"));
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    assert!(
+        sandboxes
+            .iter()
+            .any(|s| s.metadata.as_ref().is_some_and(|m| m.uid == uid)),
+        "ListPodSandbox on the CRI socket does not show the pod: {sandboxes:?}"
+    );
 
     cluster.remove_manifest("web.yaml");
     cluster.wait_gone(&name);
@@ -38,7 +63,10 @@ fn httpd_static_pod_serves_and_logs() {
 #[test]
 fn pods_reach_each_other() {
     let cluster = Cluster::start();
-    cluster.write_manifest("server.yaml", &common::httpd_pod("server", &cluster.image, "from server"));
+    cluster.write_manifest(
+        "server.yaml",
+        &common::httpd_pod("server", &cluster.image, "from server"),
+    );
     let server = cluster.wait_running(&cluster.static_name("server"));
     let server_ip = pod_ip(&server);
 
@@ -57,12 +85,12 @@ spec:
     );
     cluster.write_manifest("client.yaml", &client);
     let client_name = cluster.static_name("client");
-    let client_pod = cluster
-        .wait_for("client pod Succeeded", Duration::from_secs(90), |pods| {
-            common::find_pod(pods, &client_name).is_some_and(|p| pod_phase(p) == "Succeeded")
-        })
-        ;
-    let client_pod = common::find_pod(&client_pod, &client_name).cloned().unwrap_or_default();
+    let client_pod = cluster.wait_for("client pod Succeeded", Duration::from_secs(90), |pods| {
+        common::find_pod(pods, &client_name).is_some_and(|p| pod_phase(p) == "Succeeded")
+    });
+    let client_pod = common::find_pod(&client_pod, &client_name)
+        .cloned()
+        .unwrap_or_default();
     assert_ne!(pod_ip(&client_pod), server_ip, "two pods share an IP");
     let log = common::wait_log_line(&client_pod, "wget", 0, "from server");
     assert!(log.contains("from server"), "client log: {log}");
@@ -79,20 +107,25 @@ spec:
 fn edit_replaces_and_delete_cleans_up() {
     let cluster = Cluster::start();
     let name = cluster.static_name("edit");
-    cluster.write_manifest("edit.yaml", &common::sleep_pod("edit", &cluster.image, "v1"));
+    cluster.write_manifest(
+        "edit.yaml",
+        &common::sleep_pod("edit", &cluster.image, "v1"),
+    );
     let first = cluster.wait_running(&name);
     let first_id = container_status(&first, "main")["containerID"].clone();
     let first_uid = first["metadata"]["uid"].clone();
 
-    cluster.write_manifest("edit.yaml", &common::sleep_pod("edit", &cluster.image, "v2"));
-    let second = cluster
-        .wait_for("the edited pod Running", Duration::from_secs(90), |pods| {
-            common::find_pod(pods, &name).is_some_and(|p| {
-                p["metadata"]["uid"] != first_uid && pod_phase(p) == "Running"
-            })
-        })
-        ;
-    let second = common::find_pod(&second, &name).cloned().unwrap_or_default();
+    cluster.write_manifest(
+        "edit.yaml",
+        &common::sleep_pod("edit", &cluster.image, "v2"),
+    );
+    let second = cluster.wait_for("the edited pod Running", Duration::from_secs(90), |pods| {
+        common::find_pod(pods, &name)
+            .is_some_and(|p| p["metadata"]["uid"] != first_uid && pod_phase(p) == "Running")
+    });
+    let second = common::find_pod(&second, &name)
+        .cloned()
+        .unwrap_or_default();
     let second_id = container_status(&second, "main")["containerID"].clone();
     assert_ne!(first_id, second_id, "the container was not replaced");
     common::wait_log_line(&second, "main", 0, "VERSION=v2");
@@ -117,23 +150,26 @@ fn restart_policies() {
     let onfailure = cluster.static_name("onfailure");
     let never = cluster.static_name("never");
 
-    let pods = cluster
-        .wait_for("the Never pod Failed", Duration::from_secs(60), |pods| {
-            common::find_pod(pods, &never).is_some_and(|p| pod_phase(p) == "Failed")
-        })
-        ;
+    let pods = cluster.wait_for("the Never pod Failed", Duration::from_secs(60), |pods| {
+        common::find_pod(pods, &never).is_some_and(|p| pod_phase(p) == "Failed")
+    });
     let never_pod = common::find_pod(&pods, &never).cloned().unwrap_or_default();
     let terminated = &container_status(&never_pod, "main")["state"]["terminated"];
     assert_eq!(terminated["exitCode"], 3, "{never_pod}");
     assert_eq!(terminated["reason"], "Error", "{never_pod}");
 
-    cluster
-        .wait_for("the OnFailure pod restarted", Duration::from_secs(90), |pods| {
+    cluster.wait_for(
+        "the OnFailure pod restarted",
+        Duration::from_secs(90),
+        |pods| {
             common::find_pod(pods, &onfailure).is_some_and(|p| {
-                container_status(p, "main")["restartCount"].as_u64().unwrap_or(0) >= 1
+                container_status(p, "main")["restartCount"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    >= 1
             })
-        })
-        ;
+        },
+    );
 
     cluster.remove_manifest("onfailure.yaml");
     cluster.remove_manifest("never.yaml");
@@ -146,8 +182,14 @@ fn restart_policies() {
 #[test]
 fn bad_input_is_reported_and_isolated() {
     let cluster = Cluster::start();
-    cluster.write_manifest("good.yaml", &common::httpd_pod("good", &cluster.image, "still fine"));
-    cluster.write_manifest("broken-yaml.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [unclosed\n");
+    cluster.write_manifest(
+        "good.yaml",
+        &common::httpd_pod("good", &cluster.image, "still fine"),
+    );
+    cluster.write_manifest(
+        "broken-yaml.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: [unclosed\n",
+    );
     cluster.write_manifest(
         "wrong-type.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: wrongtype}\nspec:\n  containers: \"not a list\"\n",
@@ -157,37 +199,55 @@ fn bad_input_is_reported_and_isolated() {
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: main\n    image: \"{image}\"\n"
         )
     };
-    cluster.write_manifest("malformed.yaml", &image_pod("malformed", "Not A//Valid:Ref:"));
+    cluster.write_manifest(
+        "malformed.yaml",
+        &image_pod("malformed", "Not A//Valid:Ref:"),
+    );
     let missing_image = format!("{}/skiff/does-not-exist:1.0", cluster.registry.host());
     cluster.write_manifest("missing.yaml", &image_pod("missing", &missing_image));
 
     let good = cluster.wait_running(&cluster.static_name("good"));
     let missing = cluster.static_name("missing");
     let malformed = cluster.static_name("malformed");
-    cluster
-        .wait_for("pull failures reported", Duration::from_secs(60), |pods| {
-            let reason = |name: &str| {
-                common::find_pod(pods, name)
-                    .map(|p| container_status(p, "main")["state"]["waiting"]["reason"].clone())
-                    .unwrap_or_default()
-            };
-            matches!(reason(&missing).as_str(), Some("ErrImagePull" | "ImagePullBackOff"))
-                && reason(&malformed).as_str() == Some("InvalidImageName")
-        })
-        ;
+    cluster.wait_for("pull failures reported", Duration::from_secs(60), |pods| {
+        let reason = |name: &str| {
+            common::find_pod(pods, name)
+                .map(|p| container_status(p, "main")["state"]["waiting"]["reason"].clone())
+                .unwrap_or_default()
+        };
+        matches!(
+            reason(&missing).as_str(),
+            Some("ErrImagePull" | "ImagePullBackOff")
+        ) && reason(&malformed).as_str() == Some("InvalidImageName")
+    });
 
     let log = cluster.node.log();
-    assert!(log.contains("broken-yaml.yaml"), "no error names the invalid YAML file");
-    assert!(log.contains("wrong-type.yaml"), "no error names the wrongly typed manifest");
+    assert!(
+        log.contains("broken-yaml.yaml"),
+        "no error names the invalid YAML file"
+    );
+    assert!(
+        log.contains("wrong-type.yaml"),
+        "no error names the wrongly typed manifest"
+    );
     assert!(cluster.node.pod("wrongtype").is_none());
 
     // The good pod was never disturbed.
     let ip = pod_ip(&good);
-    assert_eq!(common::http_get(&ip, 8080, "/index.html").trim(), "still fine");
+    assert_eq!(
+        common::http_get(&ip, 8080, "/index.html").trim(),
+        "still fine"
+    );
     let again = cluster.node.pod("good").unwrap_or_default();
     assert_eq!(container_status(&again, "httpd")["restartCount"], 0);
 
-    for file in ["good.yaml", "broken-yaml.yaml", "wrong-type.yaml", "malformed.yaml", "missing.yaml"] {
+    for file in [
+        "good.yaml",
+        "broken-yaml.yaml",
+        "wrong-type.yaml",
+        "malformed.yaml",
+        "missing.yaml",
+    ] {
         cluster.remove_manifest(file);
     }
     cluster.wait_gone(&cluster.static_name("good"));
@@ -227,8 +287,14 @@ fn kubelet_sigkill_keeps_containers() {
 
     std::thread::sleep(Duration::from_secs(1));
     let log_after = common::read_container_log(&after, "main", 0);
-    assert!(log_after.starts_with(&log_before), "the log file was replaced");
-    assert!(log_after.len() > log_before.len(), "the container stopped logging");
+    assert!(
+        log_after.starts_with(&log_before),
+        "the log file was replaced"
+    );
+    assert!(
+        log_after.len() > log_before.len(),
+        "the container stopped logging"
+    );
 
     cluster.remove_manifest("ticker.yaml");
     cluster.wait_gone(&name);

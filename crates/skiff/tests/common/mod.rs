@@ -28,7 +28,11 @@ impl Cluster {
             extra_args: Vec::new(),
         })
         .expect("start skiff kubelet");
-        Cluster { node, registry, image }
+        Cluster {
+            node,
+            registry,
+            image,
+        }
     }
 
     /// The name of the static pod from a manifest whose pod is named `name`.
@@ -37,29 +41,43 @@ impl Cluster {
     }
 
     pub fn write_manifest(&self, file: &str, contents: &str) {
-        self.node.write_manifest(file, contents).expect("write the manifest");
+        self.node
+            .write_manifest(file, contents)
+            .expect("write the manifest");
     }
 
     pub fn remove_manifest(&self, file: &str) {
-        self.node.remove_manifest(file).expect("remove the manifest");
+        self.node
+            .remove_manifest(file)
+            .expect("remove the manifest");
     }
 
     /// Polls `/pods` until `ready` holds; fails the test with the kubelet's log otherwise.
-    pub fn wait_for(&self, desc: &str, timeout: Duration, ready: impl FnMut(&Value) -> bool) -> Value {
-        self.node.wait_for(desc, timeout, ready).unwrap_or_else(|err| panic!("{err:#}"))
+    pub fn wait_for(
+        &self,
+        desc: &str,
+        timeout: Duration,
+        ready: impl FnMut(&Value) -> bool,
+    ) -> Value {
+        self.node
+            .wait_for(desc, timeout, ready)
+            .unwrap_or_else(|err| panic!("{err:#}"))
     }
 
     /// Waits until the pod is Running with all containers ready, and returns it.
     pub fn wait_running(&self, name: &str) -> Value {
-        let pods = self
-            .wait_for(&format!("{name} Running"), Duration::from_secs(90), |pods| {
+        let pods = self.wait_for(
+            &format!("{name} Running"),
+            Duration::from_secs(90),
+            |pods| {
                 find_pod(pods, name).is_some_and(|p| {
                     pod_phase(p) == "Running"
                         && p["status"]["containerStatuses"]
                             .as_array()
                             .is_some_and(|cs| cs.iter().all(|c| c["state"]["running"].is_object()))
                 })
-            });
+            },
+        );
         find_pod(&pods, name).cloned().unwrap_or_default()
     }
 
@@ -155,7 +173,10 @@ pub fn http_get(ip: &str, port: u16, path: &str) -> String {
     let url = format!("http://{ip}:{port}{path}");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match ureq::get(&url).call().and_then(|mut r| r.body_mut().read_to_string()) {
+        match ureq::get(&url)
+            .call()
+            .and_then(|mut r| r.body_mut().read_to_string())
+        {
             Ok(body) => return body,
             Err(err) if Instant::now() > deadline => panic!("GET {url}: {err}"),
             Err(_) => std::thread::sleep(Duration::from_millis(250)),
@@ -169,7 +190,9 @@ pub fn container_log_path(pod: &Value, container: &str, restart: u32) -> PathBuf
     let ns = meta["namespace"].as_str().unwrap_or("default");
     let name = meta["name"].as_str().unwrap_or_default();
     let uid = meta["uid"].as_str().unwrap_or_default();
-    PathBuf::from(format!("/var/log/pods/{ns}_{name}_{uid}/{container}/{restart}.log"))
+    PathBuf::from(format!(
+        "/var/log/pods/{ns}_{name}_{uid}/{container}/{restart}.log"
+    ))
 }
 
 pub fn read_container_log(pod: &Value, container: &str, restart: u32) -> String {
@@ -201,4 +224,23 @@ pub fn assert_cri_log_line(line: &str) {
         && matches!(stream, Some("stdout" | "stderr"))
         && matches!(tag, Some("F" | "P"));
     assert!(ok, "not a CRI log line: {line:?}");
+}
+
+/// ListPodSandbox over the CRI v1 gRPC socket at `socket`, as crictl would call it.
+pub fn cri_pod_sandboxes(socket: &std::path::Path) -> Vec<k8s_cri::v1::PodSandbox> {
+    use skiff_kubelet::cri::{Cri, Remote};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        let endpoint = format!("unix://{}", socket.display());
+        let cri = Remote::connect(&endpoint)
+            .await
+            .expect("connect to the CRI socket");
+        cri.list_pod_sandbox(Default::default())
+            .await
+            .expect("ListPodSandbox")
+            .items
+    })
 }

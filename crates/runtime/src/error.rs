@@ -39,6 +39,12 @@ impl Error {
     }
 }
 
+/// `value`, or `InvalidArgument("<what> is required")` when it is absent (a CRI request
+/// without its config or metadata).
+pub fn required<T>(value: Option<T>, what: &str) -> Result<T> {
+    value.ok_or_else(|| Error::InvalidArgument(format!("{what} is required")))
+}
+
 impl From<std::io::Error> for Error {
     fn from(err: std::io::Error) -> Self {
         Self::Internal(err.into())

@@ -14,6 +14,7 @@ pub mod error;
 mod id;
 pub mod image;
 mod oom;
+pub mod process;
 mod registry;
 mod runtime;
 pub mod sandbox;

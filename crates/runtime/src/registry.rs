@@ -4,20 +4,24 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Objects by ID.
+use crate::error::{Error, Result};
+
+/// Objects of one kind by ID.
 pub struct Registry<T> {
+    /// What the objects are, for errors: `"container"`, `"pod sandbox"`.
+    kind: &'static str,
     items: Mutex<HashMap<String, Arc<tokio::sync::Mutex<T>>>>,
 }
 
-impl<T> Default for Registry<T> {
-    fn default() -> Self {
+impl<T> Registry<T> {
+    /// An empty registry of `kind` objects.
+    pub fn new(kind: &'static str) -> Self {
         Self {
+            kind,
             items: Mutex::new(HashMap::new()),
         }
     }
-}
 
-impl<T> Registry<T> {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<T>>>> {
         self.items
             .lock()
@@ -27,6 +31,11 @@ impl<T> Registry<T> {
     /// The object with `id`.
     pub fn get(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<T>>> {
         self.lock().get(id).cloned()
+    }
+
+    /// The object with `id`; [`Error::NotFound`] when there is none.
+    pub fn require(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<T>>> {
+        self.get(id).ok_or_else(|| Error::not_found(self.kind, id))
     }
 
     /// Adds (or replaces) an object.

@@ -56,8 +56,8 @@ impl Runtime {
             images,
             sandbox_store,
             container_store,
-            sandboxes: Registry::default(),
-            containers: Registry::default(),
+            sandboxes: Registry::new("pod sandbox"),
+            containers: Registry::new("container"),
             oom_floor: crate::oom::floor(),
             config,
         };
@@ -84,6 +84,12 @@ impl Runtime {
     /// `<state>/containers/<id>`: the OCI bundle (config.json, rootfs/, shim files).
     pub(crate) fn bundle(&self, id: &str) -> PathBuf {
         self.config.state.join("containers").join(id)
+    }
+
+    /// `<bundle>/exit.json`: where the shim records the container's exit
+    /// ([`crate::shim::exit::ExitStatus`]).
+    pub(crate) fn exit_file(&self, id: &str) -> PathBuf {
+        self.bundle(id).join("exit.json")
     }
 
     /// `runc --root` directory.

@@ -32,11 +32,17 @@ struct TestNetwork {
 }
 
 impl TestNetwork {
-    fn new(dir: &Path) -> TestNetwork {
+    /// The network of test `slot` (0 or 1) of this process: tests run in parallel.
+    fn new(dir: &Path, slot: u32) -> TestNetwork {
         let pid = std::process::id();
         let net = TestNetwork {
-            bridge: format!("skrt{}", pid % 100_000),
-            subnet: format!("10.{}.{}.0/24", 200 + pid % 50, (pid / 50) % 250),
+            bridge: format!("skrt{}{slot}", pid % 100_000),
+            subnet: format!(
+                "10.{}.{}.{}/25",
+                200 + pid % 50,
+                (pid / 50) % 250,
+                slot * 128
+            ),
             conf_dir: dir.join("cni"),
             ipam_dir: dir.join("ipam"),
         };
@@ -127,6 +133,23 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
     found
 }
 
+/// The memory cgroup directory of container `id` (found through its init's
+/// `/proc/<pid>/cgroup`) and every parent the runtime made for it, up to the hierarchy root.
+fn cgroups_of(id: &str, dir: &Path) -> Vec<PathBuf> {
+    let pid =
+        std::fs::read_to_string(dir.join("state/containers").join(id).join("init.pid")).unwrap();
+    let cgroup = std::fs::read_to_string(format!("/proc/{}/cgroup", pid.trim())).unwrap();
+    let path = cgroup
+        .lines()
+        .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_string()))
+        .unwrap();
+    Path::new(&path)
+        .ancestors()
+        .filter(|p| *p != Path::new("/"))
+        .map(|p| Path::new("/sys/fs/cgroup/memory").join(p.strip_prefix("/").unwrap()))
+        .collect()
+}
+
 fn mounts_under(dir: &Path) -> Vec<String> {
     let dir = dir.to_string_lossy().into_owned();
     std::fs::read_to_string("/proc/self/mountinfo")
@@ -138,29 +161,66 @@ fn mounts_under(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// A runtime with its own directories and network, and the busybox test image pulled from
+/// a local registry.
+struct Fixture {
+    tmp: tempfile::TempDir,
+    net: TestNetwork,
+    _registry: skiff_testkit::Registry,
+    image: skiff_testkit::Image,
+    reference: String,
+    images: Arc<ImageManager>,
+}
+
+impl Fixture {
+    async fn new(slot: u32) -> Fixture {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let tmp = tempfile::Builder::new()
+            .prefix("skiff-runtime-test")
+            .tempdir()
+            .unwrap();
+        let net = TestNetwork::new(tmp.path(), slot);
+        let registry = skiff_testkit::Registry::start().unwrap();
+        let image = skiff_testkit::busybox().unwrap();
+        let reference =
+            skiff_testkit::push(registry.host(), "busybox", "runtime-test", &image).unwrap();
+        let images = Arc::new(ImageManager::new(&tmp.path().join("root")).unwrap());
+        let record = images.pull(&reference, None).await.unwrap();
+        assert_eq!(record.id, image.config_digest());
+        Fixture {
+            tmp,
+            net,
+            _registry: registry,
+            image,
+            reference,
+            images,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// A (re)started runtime on the fixture's state.
+    fn runtime(&self) -> Arc<Runtime> {
+        Runtime::new(runtime_config(self.dir(), &self.net), self.images.clone()).unwrap()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_lifecycle_with_real_runc_cni_and_shim() {
     if !is_root() {
         eprintln!("skipping: needs root");
         return;
     }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let tmp = tempfile::Builder::new()
-        .prefix("skiff-runtime-test")
-        .tempdir()
-        .unwrap();
-    let dir = tmp.path().to_path_buf();
-    let net = TestNetwork::new(&dir);
-
-    let registry = skiff_testkit::Registry::start().unwrap();
-    let image = skiff_testkit::busybox().unwrap();
-    let reference =
-        skiff_testkit::push(registry.host(), "busybox", "runtime-test", &image).unwrap();
-    let images = Arc::new(ImageManager::new(&dir.join("root")).unwrap());
-    let record = images.pull(&reference, None).await.unwrap();
-    assert_eq!(record.id, image.config_digest());
-
-    let runtime = Runtime::new(runtime_config(&dir, &net), images.clone()).unwrap();
+    let fixture = Fixture::new(0).await;
+    let (dir, net, image, reference) = (
+        fixture.dir().to_path_buf(),
+        &fixture.net,
+        &fixture.image,
+        fixture.reference.clone(),
+    );
+    let runtime = fixture.runtime();
     let version = runtime
         .version(Request::new(VersionRequest::default()))
         .await
@@ -272,8 +332,13 @@ async fn pod_lifecycle_with_real_runc_cni_and_shim() {
     assert!(body.unwrap().contains("hello-skiff"));
 
     // A restarted runtime recovers the sandbox and the running container.
+    let cgroups = cgroups_of(&container_id, &dir);
+    assert!(
+        cgroups.iter().all(|c| c.exists()),
+        "container cgroup and its parents: {cgroups:?}"
+    );
     drop(runtime);
-    let runtime = Runtime::new(runtime_config(&dir, &net), images.clone()).unwrap();
+    let runtime = fixture.runtime();
     let status = runtime
         .container_status(Request::new(ContainerStatusRequest {
             container_id: container_id.clone(),
@@ -471,12 +536,8 @@ async fn pod_lifecycle_with_real_runc_cni_and_shim() {
         Vec::<String>::new(),
         "shim or container processes"
     );
-    assert!(
-        !Path::new("/sys/fs/cgroup/memory/skiff")
-            .join(&sandbox_id)
-            .exists(),
-        "pod cgroup"
-    );
+    let left: Vec<&PathBuf> = cgroups.iter().filter(|c| c.exists()).collect();
+    assert_eq!(left, Vec::<&PathBuf>::new(), "container and pod cgroups");
     assert!(
         !dir.join("state/containers").join(&container_id).exists(),
         "bundle"
@@ -486,4 +547,222 @@ async fn pod_lifecycle_with_real_runc_cni_and_shim() {
 /// `2024-01-02T03:04:05.123456789Z`-shaped.
 fn chrono_like(ts: &str) -> bool {
     ts.len() >= 20 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T'
+}
+
+/// PID of the shim of container `id` (its command line names the container).
+fn shim_pid(id: &str) -> i32 {
+    let shims: Vec<i32> = processes_mentioning(id)
+        .iter()
+        .filter(|p| p.contains(" shim "))
+        .filter_map(|p| p.split(':').next()?.parse().ok())
+        .collect();
+    assert_eq!(shims.len(), 1, "one shim for {id}: {shims:?}");
+    shims[0]
+}
+
+/// Whether `pid` runs (exists and is not a zombie waiting for a parent that never reaps).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+async fn sigkill_and_wait(pid: i32) {
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill -KILL {pid}");
+    for _ in 0..100 {
+        if !running(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{pid} survived SIGKILL");
+}
+
+async fn container_status(runtime: &Runtime, id: &str) -> ContainerStatus {
+    runtime
+        .container_status(Request::new(ContainerStatusRequest {
+            container_id: id.to_string(),
+            verbose: false,
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_whose_shim_died_are_reported_truthfully() {
+    if !is_root() {
+        eprintln!("skipping: needs root");
+        return;
+    }
+    let fixture = Fixture::new(1).await;
+    let dir = fixture.dir().to_path_buf();
+    let runtime = fixture.runtime();
+    let sandbox_config = PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: "orphans".into(),
+            uid: "uid2".into(),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        hostname: "orphans".into(),
+        log_directory: dir.join("logs/orphans").to_string_lossy().into_owned(),
+        ..Default::default()
+    };
+    let sandbox_id = runtime
+        .run_pod_sandbox(Request::new(RunPodSandboxRequest {
+            config: Some(sandbox_config.clone()),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let mut ids = Vec::new();
+    for name in ["survivor", "lost"] {
+        let id = runtime
+            .create_container(Request::new(CreateContainerRequest {
+                pod_sandbox_id: sandbox_id.clone(),
+                config: Some(ContainerConfig {
+                    metadata: Some(ContainerMetadata {
+                        name: name.into(),
+                        attempt: 0,
+                    }),
+                    image: Some(ImageSpec {
+                        image: fixture.reference.clone(),
+                        ..Default::default()
+                    }),
+                    command: vec!["sleep".into(), "1000".into()],
+                    log_path: format!("{name}/0.log"),
+                    ..Default::default()
+                }),
+                sandbox_config: Some(sandbox_config.clone()),
+            }))
+            .await
+            .unwrap()
+            .into_inner()
+            .container_id;
+        runtime
+            .start_container(Request::new(StartContainerRequest {
+                container_id: id.clone(),
+            }))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let (survivor, lost) = (ids[0].clone(), ids[1].clone());
+    let cgroups = cgroups_of(&survivor, &dir);
+    let init_of = |id: &str| -> i32 {
+        std::fs::read_to_string(dir.join("state/containers").join(id).join("init.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+
+    // The shim dies, the container keeps running: still RUNNING.
+    sigkill_and_wait(shim_pid(&survivor)).await;
+    assert!(running(init_of(&survivor)));
+    let status = container_status(&runtime, &survivor).await;
+    assert_eq!(status.state, ContainerState::ContainerRunning as i32);
+
+    // Shim and container both gone without an exit file: EXITED, 255, Error, and it stays so.
+    let lost_init = init_of(&lost);
+    sigkill_and_wait(shim_pid(&lost)).await;
+    sigkill_and_wait(lost_init).await;
+    let status = container_status(&runtime, &lost).await;
+    assert_eq!(
+        (status.state, status.exit_code, status.reason.as_str()),
+        (ContainerState::ContainerExited as i32, 255, "Error")
+    );
+    assert!(
+        status.message.contains("exit status is unknown"),
+        "{status:?}"
+    );
+    assert!(status.finished_at >= status.started_at);
+    let exited = runtime
+        .list_containers(Request::new(ListContainersRequest {
+            filter: Some(ContainerFilter {
+                state: Some(ContainerStateValue {
+                    state: ContainerState::ContainerExited as i32,
+                }),
+                ..Default::default()
+            }),
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .containers;
+    assert_eq!(
+        exited.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        [lost.as_str()]
+    );
+    drop(runtime);
+    let runtime = fixture.runtime();
+    let persisted = container_status(&runtime, &lost).await;
+    assert_eq!(
+        (persisted.exit_code, persisted.finished_at),
+        (255, status.finished_at)
+    );
+    assert_eq!(
+        container_status(&runtime, &survivor).await.state,
+        ContainerState::ContainerRunning as i32
+    );
+
+    // The unmonitored container still stops (SIGTERM is ignored by `sleep` as PID 1, so this
+    // goes through SIGKILL) and everything is cleaned up.
+    runtime
+        .stop_container(Request::new(StopContainerRequest {
+            container_id: survivor.clone(),
+            timeout: 1,
+        }))
+        .await
+        .unwrap();
+    let status = container_status(&runtime, &survivor).await;
+    assert_eq!(
+        (status.state, status.exit_code),
+        (ContainerState::ContainerExited as i32, 255)
+    );
+    for id in [&survivor, &lost] {
+        runtime
+            .remove_container(Request::new(RemoveContainerRequest {
+                container_id: id.clone(),
+            }))
+            .await
+            .unwrap();
+    }
+    runtime
+        .remove_pod_sandbox(Request::new(RemovePodSandboxRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+        }))
+        .await
+        .unwrap();
+
+    let ns_root = dir.join("state/ns").to_string_lossy().into_owned();
+    let leftover: Vec<String> = mounts_under(&dir)
+        .into_iter()
+        .filter(|m| *m != ns_root)
+        .collect();
+    assert_eq!(leftover, Vec::<String>::new(), "mounts under the test dir");
+    if mounts_under(&dir).contains(&ns_root) {
+        let _ = std::process::Command::new("umount").arg(&ns_root).status();
+    }
+    for id in [&survivor, &lost] {
+        assert_eq!(processes_mentioning(id), Vec::<String>::new(), "processes");
+        assert!(!dir.join("state/containers").join(id).exists(), "bundle");
+    }
+    let left: Vec<&PathBuf> = cgroups.iter().filter(|c| c.exists()).collect();
+    assert_eq!(left, Vec::<&PathBuf>::new(), "container and pod cgroups");
+    assert_eq!(
+        fixture.net.allocations(),
+        Vec::<String>::new(),
+        "IPAM allocations"
+    );
 }

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use k8s_cri::v1::{CreateContainerRequest, CreateContainerResponse};
 
 use super::{Container, State, spec};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, required};
 use crate::runtime::Runtime;
 
 impl Runtime {
@@ -18,24 +18,19 @@ impl Runtime {
         &self,
         req: CreateContainerRequest,
     ) -> Result<CreateContainerResponse> {
-        let config = req
-            .config
-            .ok_or_else(|| Error::InvalidArgument("container config is required".into()))?;
-        if config.metadata.is_none() {
-            return Err(Error::InvalidArgument(
-                "container metadata is required".into(),
-            ));
-        }
+        let config = required(req.config, "container config")?;
+        required(config.metadata.as_ref(), "container metadata")?;
         let image_ref = config
             .image
             .as_ref()
             .map(|i| i.image.clone())
             .unwrap_or_default();
-        let sandbox_entry = self
+        let sandbox = self
             .sandboxes
-            .get(&req.pod_sandbox_id)
-            .ok_or_else(|| Error::not_found("pod sandbox", &req.pod_sandbox_id))?;
-        let sandbox = sandbox_entry.lock().await.clone();
+            .require(&req.pod_sandbox_id)?
+            .lock()
+            .await
+            .clone();
         if !sandbox.ready {
             return Err(Error::FailedPrecondition(format!(
                 "pod sandbox {} is not ready",
@@ -84,7 +79,9 @@ impl Runtime {
             exit_code: 0,
             reason: String::new(),
             message: String::new(),
-            pid: 0,
+            init: None,
+            shim: None,
+            shim_lost: false,
             log_path,
             cgroups_path: cgroups_path.clone(),
             config,

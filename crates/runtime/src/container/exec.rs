@@ -18,19 +18,11 @@ impl Runtime {
         if req.cmd.is_empty() {
             return Err(Error::InvalidArgument("exec command is required".into()));
         }
-        let entry = self
-            .containers
-            .get(&req.container_id)
-            .ok_or_else(|| Error::not_found("container", &req.container_id))?;
-        {
-            let mut container = entry.lock().await;
-            self.refresh(&mut container)?;
-            if container.state != State::Running {
-                return Err(Error::FailedPrecondition(format!(
-                    "container {} is not running",
-                    container.id
-                )));
-            }
+        if self.current_container(&req.container_id).await?.state != State::Running {
+            return Err(Error::FailedPrecondition(format!(
+                "container {} is not running",
+                req.container_id
+            )));
         }
         let pid_file = self
             .bundle(&req.container_id)

@@ -3,6 +3,7 @@
 
 mod create;
 mod exec;
+mod refresh;
 mod remove;
 pub mod runc;
 pub mod spec;
@@ -15,8 +16,14 @@ use std::path::PathBuf;
 
 use k8s_cri::v1::{ContainerConfig, ContainerState};
 
+use crate::process::ProcessId;
+
 /// Exit code reported when the container could not be started (containerd's value).
 pub const START_ERROR_EXIT_CODE: i32 = 128;
+
+/// Exit code reported when the container is gone but its exit status could not be
+/// recorded because its shim died first (containerd's value for a dead shim's task).
+pub const UNKNOWN_EXIT_CODE: i32 = 255;
 
 /// Lifecycle state, persisted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -72,8 +79,17 @@ pub struct Container {
     pub reason: String,
     /// Human readable detail (the start error).
     pub message: String,
-    /// Host PID of the container's init while running.
-    pub pid: i32,
+    /// The container's init process while running (absent before the start and after the
+    /// exit).
+    #[serde(default)]
+    pub init: Option<ProcessId>,
+    /// The shim monitoring the container while running.
+    #[serde(default)]
+    pub shim: Option<ProcessId>,
+    /// Set once the shim was found dead while the container still ran: its output is no
+    /// longer logged and its exit status will not be known (warned about once).
+    #[serde(default)]
+    pub shim_lost: bool,
     /// Absolute CRI log path (sandbox log directory + container log path), or empty.
     pub log_path: PathBuf,
     /// linux.cgroupsPath of the container.

@@ -8,7 +8,7 @@ use k8s_cri::v1::{StartContainerRequest, StartContainerResponse};
 use super::{Container, START_ERROR_EXIT_CODE, State};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use crate::shim::Options;
+use crate::shim::{Options, Started};
 
 /// How long the shim may take to report that the container started.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -21,11 +21,11 @@ impl Runtime {
         &self,
         req: StartContainerRequest,
     ) -> Result<StartContainerResponse> {
-        let entry = self
+        let mut container = self
             .containers
-            .get(&req.container_id)
-            .ok_or_else(|| Error::not_found("container", &req.container_id))?;
-        let mut container = entry.lock().await;
+            .require(&req.container_id)?
+            .lock_owned()
+            .await;
         if container.state != State::Created {
             return Err(Error::FailedPrecondition(format!(
                 "container {} is not in CREATED state",
@@ -33,9 +33,10 @@ impl Runtime {
             )));
         }
         match self.spawn_shim(&container).await {
-            Ok(pid) => {
+            Ok(started) => {
                 container.state = State::Running;
-                container.pid = pid;
+                container.init = Some(started.init);
+                container.shim = Some(started.shim);
                 container.started_at = crate::id::now_nanos();
                 self.container_store.save(&container.id, &*container)?;
                 Ok(StartContainerResponse {})
@@ -59,7 +60,7 @@ impl Runtime {
         let bundle = self.bundle(&container.id);
         Options {
             id: container.id.clone(),
-            exit_file: bundle.join("exit.json"),
+            exit_file: self.exit_file(&container.id),
             bundle,
             runc: self.config.runc.clone(),
             runc_root: self.runc_root(),
@@ -72,8 +73,8 @@ impl Runtime {
         }
     }
 
-    /// Runs the shim and waits for its report; returns the container's init PID.
-    async fn spawn_shim(&self, container: &Container) -> anyhow::Result<i32> {
+    /// Runs the shim and waits for its report; returns the container's init and shim.
+    async fn spawn_shim(&self, container: &Container) -> anyhow::Result<Started> {
         let options = self.shim_options(container);
         let output = tokio::time::timeout(
             START_TIMEOUT,
@@ -89,8 +90,8 @@ impl Runtime {
         .with_context(|| format!("running the shim {}", self.config.shim_binary.display()))?;
         let report = String::from_utf8_lossy(&output.stdout);
         let report = report.trim();
-        if let Some(pid) = report.strip_prefix("started ") {
-            return pid.trim().parse().context("parsing the shim's report");
+        if let Some(started) = Started::parse(report) {
+            return Ok(started);
         }
         match report.strip_prefix("error ") {
             Some(message) => Err(anyhow::anyhow!("{message}")),

@@ -1,14 +1,13 @@
-//! ContainerStatus and ListContainers, and folding the shim's exit file into the record.
+//! ContainerStatus and ListContainers.
 
 use k8s_cri::v1::{
     Container as CriContainer, ContainerFilter, ContainerStatus, ContainerStatusRequest,
     ContainerStatusResponse, ImageSpec, ListContainersRequest, ListContainersResponse,
 };
 
-use super::{Container, State};
-use crate::error::{Error, Result};
+use super::Container;
+use crate::error::Result;
 use crate::runtime::Runtime;
-use crate::shim::exit::ExitStatus;
 
 impl Runtime {
     /// Status of one container; `NotFound` when unknown.
@@ -16,12 +15,7 @@ impl Runtime {
         &self,
         req: ContainerStatusRequest,
     ) -> Result<ContainerStatusResponse> {
-        let entry = self
-            .containers
-            .get(&req.container_id)
-            .ok_or_else(|| Error::not_found("container", &req.container_id))?;
-        let mut container = entry.lock().await;
-        self.refresh(&mut container)?;
+        let container = self.current_container(&req.container_id).await?;
         Ok(ContainerStatusResponse {
             status: Some(status(&container)),
             ..Default::default()
@@ -55,27 +49,6 @@ impl Runtime {
         }
         containers.sort_by_key(|c| c.created_at);
         Ok(ListContainersResponse { containers })
-    }
-
-    /// Moves a RUNNING container to EXITED when its shim wrote the exit file (persisted).
-    pub(crate) fn refresh(&self, container: &mut Container) -> anyhow::Result<()> {
-        if container.state != State::Running {
-            return Ok(());
-        }
-        let Some(exit) = ExitStatus::read(&self.bundle(&container.id).join("exit.json"))? else {
-            return Ok(());
-        };
-        container.state = State::Exited;
-        container.exit_code = exit.exit_code;
-        container.finished_at = exit.finished_at;
-        container.reason = match (exit.oom_killed, exit.exit_code) {
-            (true, _) => "OOMKilled",
-            (false, 0) => "Completed",
-            (false, _) => "Error",
-        }
-        .to_string();
-        container.pid = 0;
-        self.container_store.save(&container.id, &*container)
     }
 }
 

@@ -1,17 +1,17 @@
 //! StopContainer: stop signal, grace period, SIGKILL.
 
-use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_cri::v1::{StopContainerRequest, StopContainerResponse};
 
-use super::State;
+use super::{Container, State};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
 /// How long to wait for the exit after SIGKILL before reporting an error.
 const KILL_WAIT: Duration = Duration::from_secs(30);
-/// Exit file polling interval.
+/// Interval of the exit checks (exit file, shim and init liveness).
 const POLL: Duration = Duration::from_millis(50);
 
 impl Runtime {
@@ -21,16 +21,15 @@ impl Runtime {
         &self,
         req: StopContainerRequest,
     ) -> Result<StopContainerResponse> {
-        if self.containers.get(&req.container_id).is_none() {
-            return Err(Error::not_found("container", &req.container_id));
-        }
+        self.containers.require(&req.container_id)?;
         self.stop_container_by_id(&req.container_id, req.timeout)
             .await?;
         Ok(StopContainerResponse {})
     }
 
     /// See [`Runtime::stop_container`]; an unknown container is a no-op. The container's
-    /// lock is not held while waiting, so status calls are served meanwhile.
+    /// lock is not held while waiting, so status calls are served meanwhile. The exit is
+    /// noticed as [`Runtime::refresh`] sees it, so a container whose shim died is stopped too.
     pub(crate) async fn stop_container_by_id(&self, id: &str, timeout_secs: i64) -> Result<()> {
         let Some(entry) = self.containers.get(id) else {
             return Ok(());
@@ -46,37 +45,43 @@ impl Runtime {
                 signal => signal.to_string(),
             }
         };
-        let exit_file = self.bundle(id).join("exit.json");
         let runc = self.runc();
-        let mut exited = false;
         if timeout_secs > 0 {
             runc.kill(id, &signal).await?;
-            exited = wait_for_file(&exit_file, Duration::from_secs(timeout_secs as u64)).await;
-        }
-        if !exited {
-            runc.kill(id, "SIGKILL").await?;
-            if !wait_for_file(&exit_file, KILL_WAIT).await {
-                return Err(Error::Internal(anyhow::anyhow!(
-                    "container {id} did not exit {KILL_WAIT:?} after SIGKILL"
-                )));
+            let grace = Duration::from_secs(timeout_secs as u64);
+            if self.wait_for_exit(&entry, grace).await? {
+                return Ok(());
             }
         }
-        let mut container = entry.lock().await;
-        self.refresh(&mut container)?;
+        runc.kill(id, "SIGKILL").await?;
+        if !self.wait_for_exit(&entry, KILL_WAIT).await? {
+            return Err(Error::Internal(anyhow::anyhow!(
+                "container {id} did not exit {KILL_WAIT:?} after SIGKILL"
+            )));
+        }
         Ok(())
     }
-}
 
-/// Polls until `path` exists or `timeout` passed; returns whether it exists.
-async fn wait_for_file(path: &Path, timeout: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if path.exists() {
-            return true;
+    /// Refreshes the container every [`POLL`] until it is no longer RUNNING or `timeout`
+    /// passed; returns whether it exited.
+    async fn wait_for_exit(
+        &self,
+        entry: &Arc<tokio::sync::Mutex<Container>>,
+        timeout: Duration,
+    ) -> Result<bool> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            {
+                let mut container = entry.lock().await;
+                self.refresh(&mut container)?;
+                if container.state != State::Running {
+                    return Ok(true);
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(POLL).await;
         }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(POLL).await;
     }
 }

@@ -34,8 +34,8 @@ pub struct Sandbox {
     pub network: Option<Attached>,
     /// Parent cgroup of the pod's containers (cgroupfs path).
     pub cgroup_parent: String,
-    /// Whether [`Sandbox::cgroup_parent`] was made up by the runtime (`/skiff/<id>`) and so
-    /// is removed with the sandbox.
+    /// Whether [`Sandbox::cgroup_parent`] was made up by the runtime (`/skiff-pod-<id>`)
+    /// and so is removed with the sandbox.
     pub owns_cgroup: bool,
 }
 

@@ -3,8 +3,14 @@
 use k8s_cri::v1::{NamespaceMode, RunPodSandboxRequest, RunPodSandboxResponse};
 
 use super::{Sandbox, files, ns};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, required};
 use crate::runtime::Runtime;
+
+/// The cgroup parent the runtime makes up for a sandbox the kubelet gave none:
+/// `/skiff-pod-<sandbox id>`, directly under the hierarchy roots. Each sandbox gets its own
+/// top-level parent, removed with the sandbox; a shared parent (containerd puts such
+/// containers under `/<namespace>`, e.g. `/k8s.io`) would outlive every sandbox.
+const OWN_CGROUP_PREFIX: &str = "/skiff-pod-";
 
 impl Runtime {
     /// Creates a ready sandbox. Fails with `InvalidArgument` without config or metadata, and
@@ -14,14 +20,8 @@ impl Runtime {
         &self,
         req: RunPodSandboxRequest,
     ) -> Result<RunPodSandboxResponse> {
-        let config = req
-            .config
-            .ok_or_else(|| Error::InvalidArgument("sandbox config is required".into()))?;
-        if config.metadata.is_none() {
-            return Err(Error::InvalidArgument(
-                "sandbox metadata is required".into(),
-            ));
-        }
+        let config = required(req.config, "sandbox config")?;
+        required(config.metadata.as_ref(), "sandbox metadata")?;
         let name = super::reserved_name(&config);
         for other in self.sandboxes.all() {
             if other.lock().await.name() == name {
@@ -46,7 +46,7 @@ impl Runtime {
             .filter(|p| !p.is_empty())
         {
             Some(parent) => (parent.to_string(), false),
-            None => (format!("/skiff/{id}"), true),
+            None => (format!("{OWN_CGROUP_PREFIX}{id}"), true),
         };
         let mut sandbox = Sandbox {
             id: id.clone(),

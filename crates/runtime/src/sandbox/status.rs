@@ -7,7 +7,7 @@ use k8s_cri::v1::{
 };
 
 use super::Sandbox;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::runtime::Runtime;
 
 impl Runtime {
@@ -16,11 +16,11 @@ impl Runtime {
         &self,
         req: PodSandboxStatusRequest,
     ) -> Result<PodSandboxStatusResponse> {
-        let entry = self
+        let sandbox = self
             .sandboxes
-            .get(&req.pod_sandbox_id)
-            .ok_or_else(|| Error::not_found("pod sandbox", &req.pod_sandbox_id))?;
-        let sandbox = entry.lock().await;
+            .require(&req.pod_sandbox_id)?
+            .lock_owned()
+            .await;
         Ok(PodSandboxStatusResponse {
             status: Some(status(&sandbox)),
             timestamp: crate::id::now_nanos(),

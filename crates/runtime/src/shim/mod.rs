@@ -4,7 +4,7 @@
 //! Started by the runtime as `<shim_binary> shim --id ID --bundle DIR --runc PATH
 //! --runc-root DIR --log-path FILE --exit-file FILE --cgroup PATH`. The started process
 //! forks a daemon (new session, child subreaper) and exits as soon as the daemon reports
-//! `started <pid>` or `error <text>` on its stdout, so the runtime reaps it right away.
+//! [`Started`] or `error <text>` on its stdout, so the runtime reaps it right away.
 //! The daemon runs `runc run --detach` with pipes as the container's stdout/stderr, copies
 //! them into the CRI log file, reaps the container's init and writes the exit file.
 //! No async runtime: plain threads, so it is cheap and fork-safe.
@@ -17,6 +17,8 @@ use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
+
+use crate::process::ProcessId;
 
 /// The shim's command line.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,6 +96,44 @@ impl Options {
     }
 }
 
+/// The daemon's report once the container runs, one line:
+/// `started <init pid> <init start time> <shim pid> <shim start time>`. Both processes are
+/// identified with their start times so that the runtime can later tell whether they still
+/// run (see [`ProcessId`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    /// The container's init process.
+    pub init: ProcessId,
+    /// The shim daemon monitoring it.
+    pub shim: ProcessId,
+}
+
+impl Started {
+    /// The report line, without the newline.
+    pub fn to_line(&self) -> String {
+        format!(
+            "started {} {} {} {}",
+            self.init.pid, self.init.start_time, self.shim.pid, self.shim.start_time
+        )
+    }
+
+    /// Parses [`Started::to_line`]; `None` for anything else.
+    pub fn parse(line: &str) -> Option<Started> {
+        let mut words = line.trim().strip_prefix("started ")?.split_whitespace();
+        let mut next = || words.next()?.parse::<u64>().ok();
+        let mut process = || {
+            Some(ProcessId {
+                pid: i32::try_from(next()?).ok()?,
+                start_time: next()?,
+            })
+        };
+        Some(Started {
+            init: process()?,
+            shim: process()?,
+        })
+    }
+}
+
 /// Entry point of `skiff shim ...`. Must run before any other thread exists (it forks).
 /// Returns the process exit code: 0 once the daemon reported, non-zero on usage errors or
 /// when the daemon died without reporting.
@@ -165,5 +205,22 @@ mod tests {
         args.extend(opts.to_args().into_iter().map(|a| a.into_string().unwrap()));
         assert_eq!(Options::parse(&args).unwrap(), opts);
         assert!(Options::parse(&["--id".into()]).is_err());
+    }
+
+    #[test]
+    fn report_roundtrip() {
+        let started = Started {
+            init: ProcessId {
+                pid: 42,
+                start_time: 1000,
+            },
+            shim: ProcessId {
+                pid: 41,
+                start_time: 999,
+            },
+        };
+        assert_eq!(Started::parse(&started.to_line()), Some(started));
+        assert_eq!(Started::parse("started 42"), None);
+        assert_eq!(Started::parse("error boom"), None);
     }
 }

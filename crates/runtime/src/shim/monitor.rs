@@ -12,9 +12,10 @@ use anyhow::{Context as _, bail};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::Options;
 use super::exit::ExitStatus;
 use super::log::{Sink, Stream};
+use super::{Options, Started};
+use crate::process::ProcessId;
 
 /// How long output is still drained after the container's init exited. Daemonized
 /// descendants may hold the pipes open; they must not keep the shim alive.
@@ -27,19 +28,19 @@ pub fn run(opts: &Options, ready: OwnedFd) -> i32 {
         let _ = writeln!(ready, "error shim setup: {err:#}");
         return 1;
     }
-    let started = match start_container(opts) {
-        Ok(started) => started,
+    let running = match start_container(opts) {
+        Ok(running) => running,
         Err(err) => {
             let _ = writeln!(ready, "error {}", single_line(&format!("{err:#}")));
             eprintln!("container {}: {err:#}", opts.id);
             return 1;
         }
     };
-    let _ = writeln!(ready, "started {}", started.pid);
+    let _ = writeln!(ready, "{}", running.started.to_line());
     drop(ready);
-    let status = wait_for(started.pid);
+    let status = wait_for(Pid::from_raw(running.started.init.pid));
     let finished_at = crate::id::now_nanos();
-    drain(started.copiers);
+    drain(running.copiers);
     let exit = ExitStatus {
         exit_code: status,
         finished_at,
@@ -74,14 +75,16 @@ fn detach(opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct Started {
-    pid: Pid,
+struct Running {
+    started: Started,
     copiers: std::sync::mpsc::Receiver<()>,
 }
 
 /// `runc run --detach` with pipes as the container's stdout/stderr; on success starts the
-/// two log copier threads and returns the init pid from the pid file.
-fn start_container(opts: &Options) -> anyhow::Result<Started> {
+/// two log copier threads and identifies the init process (from the pid file) and the shim.
+/// The init is the shim's child from here on (child subreaper), so its PID cannot be
+/// reused before the shim reaps it.
+fn start_container(opts: &Options) -> anyhow::Result<Running> {
     let (out_read, out_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (err_read, err_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let pid_file = opts.bundle.join("init.pid");
@@ -117,11 +120,12 @@ fn start_container(opts: &Options) -> anyhow::Result<Started> {
         .trim()
         .parse()
         .context("parsing the container pid")?;
+    let started = Started {
+        init: ProcessId::of(pid).with_context(|| format!("container init {pid} vanished"))?,
+        shim: ProcessId::of(std::process::id() as i32).context("reading the shim's own stat")?,
+    };
     let copiers = start_copiers(opts, out_read, err_read)?;
-    Ok(Started {
-        pid: Pid::from_raw(pid),
-        copiers,
-    })
+    Ok(Running { started, copiers })
 }
 
 /// The error messages runc logged (JSON log lines with `"level":"error"`).

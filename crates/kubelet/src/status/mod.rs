@@ -102,7 +102,9 @@ mod tests {
     #[test]
     fn keeps_pod_ips_after_the_sandbox_is_gone() {
         let m = StatusManager::default();
-        let ip = PodIP { ip: "10.88.0.7".into() };
+        let ip = PodIP {
+            ip: "10.88.0.7".into(),
+        };
         m.set_pod_status(
             "u",
             PodStatus {

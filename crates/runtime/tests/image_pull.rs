@@ -2,8 +2,6 @@
 //! then checks the unpacked layers, the image record, the CRI ImageService and an overlay
 //! mount of the result. Needs root (ownership, device nodes, mounts).
 
-mod support;
-
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
@@ -12,13 +10,24 @@ use k8s_cri::v1::{
     ImageFilter, ImageFsInfoRequest, ImageSpec, ImageStatusRequest, ListImagesRequest,
     PullImageRequest, RemoveImageRequest,
 };
-use oci_spec::image::Arch;
+use serde_json::json;
 use skiff_runtime::image::{Error, ImageManager};
 use skiff_runtime::snapshot::unmount;
-use support::{Entry, Layer, Pusher, Registry, layer_tar};
+use skiff_testkit::{
+    Compression, ImageBuilder, Layer, Platform, Registry, TarEntry, layer_tar, push,
+};
 
 fn is_root() -> bool {
     nix::unistd::Uid::effective().is_root()
+}
+
+/// The execution config of every test image.
+fn exec_config() -> serde_json::Value {
+    json!({"User": "1000:1000", "Entrypoint": ["/bin/sh"], "Env": ["PATH=/bin"]})
+}
+
+fn layer(entries: &[TarEntry], compression: Compression) -> Layer {
+    Layer::new(layer_tar(entries).expect("layer tar"), compression)
 }
 
 fn spec(image: &str) -> Option<ImageSpec> {
@@ -49,39 +58,44 @@ async fn pulls_a_multi_platform_image_and_serves_it_over_cri() {
         eprintln!("skipped: needs root");
         return;
     }
-    let registry = Registry::start();
-    let pusher = Pusher::new();
-    let repository = format!("{}/skiff-test/tiny", registry.addr);
-    let bottom = layer_tar(&[
-        Entry::Dir("etc/"),
-        Entry::File("etc/hello", b"hello from the gzip layer\n"),
-        Entry::File("etc/old", b"removed by the top layer\n"),
-        Entry::Dir("opaque/"),
-        Entry::File("opaque/a", b"hidden by an opaque whiteout\n"),
-        Entry::Symlink("bin/sh", "busybox"),
-    ]);
-    let top = layer_tar(&[
-        Entry::File("etc/greeting", b"hi from the zstd layer\n"),
-        Entry::File("etc/.wh.old", b""),
-        Entry::File("opaque/.wh..wh..opq", b""),
-        Entry::File("opaque/b", b"new\n"),
-    ]);
-    let amd64 = pusher
-        .push_image(
-            &repository,
-            &[Layer::gzip(&bottom), Layer::zstd(&top)],
-            "amd64",
-            None,
-        )
-        .await;
-    let arm_only = layer_tar(&[Entry::File("arch", b"arm64\n")]);
-    let arm64 = pusher
-        .push_image(&repository, &[Layer::gzip(&arm_only)], "arm64", None)
-        .await;
-    let image = format!("{repository}:v1");
-    let index_digest = pusher
-        .push_index(&image, &[(Arch::ARM64, &arm64), (Arch::Amd64, &amd64)])
-        .await;
+    let registry = Registry::start().expect("registry");
+    let repository = format!("{}/skiff-test/tiny", registry.host());
+    let bottom = layer(
+        &[
+            TarEntry::dir("etc/", 0o755),
+            TarEntry::file("etc/hello", 0o644, b"hello from the gzip layer\n"),
+            TarEntry::file("etc/old", 0o644, b"removed by the top layer\n"),
+            TarEntry::dir("opaque/", 0o755),
+            TarEntry::file("opaque/a", 0o644, b"hidden by an opaque whiteout\n"),
+            TarEntry::symlink("bin/sh", "busybox"),
+        ],
+        Compression::Gzip,
+    );
+    let top = layer(
+        &[
+            TarEntry::file("etc/greeting", 0o644, b"hi from the zstd layer\n"),
+            TarEntry::file("etc/.wh.old", 0o644, b""),
+            TarEntry::file("opaque/.wh..wh..opq", 0o644, b""),
+            TarEntry::file("opaque/b", 0o644, b"new\n"),
+        ],
+        Compression::Zstd,
+    );
+    let arm_only = layer(
+        &[TarEntry::file("arch", 0o644, b"arm64\n")],
+        Compression::Gzip,
+    );
+    // The index lists arm64 first: the runtime must pick linux/amd64, not the first entry.
+    let built = ImageBuilder::new()
+        .platform(Platform::new("arm64", vec![arm_only]).config(exec_config()))
+        .platform(Platform::new("amd64", vec![bottom.clone(), top]).config(exec_config()))
+        .index()
+        .build()
+        .expect("build image");
+    let amd64 = &built.platforms()[1];
+    assert_eq!(amd64.architecture, "amd64");
+    let image = push(registry.host(), "skiff-test/tiny", "v1", &built).expect("push");
+    assert_eq!(image, format!("{repository}:v1"));
+    let index_digest = built.digest();
 
     let root = tempfile::tempdir().expect("tempdir");
     let images = ImageManager::new(root.path()).expect("image manager");
@@ -97,7 +111,7 @@ async fn pulls_a_multi_platform_image_and_serves_it_over_cri() {
     );
     assert_eq!(record.size, amd64.layers_size);
     assert_eq!(record.chain_ids.len(), 2);
-    assert_eq!(record.chain_ids[0], support::digest(&bottom));
+    assert_eq!(record.chain_ids[0], bottom.diff_id());
     let user = record
         .config
         .config()
@@ -257,9 +271,8 @@ async fn failed_pulls_leave_no_image_and_report_what_went_wrong() {
         eprintln!("skipped: needs root");
         return;
     }
-    let registry = Registry::start();
-    let pusher = Pusher::new();
-    let repository = format!("{}/skiff-test/broken", registry.addr);
+    let registry = Registry::start().expect("registry");
+    let repository = format!("{}/skiff-test/broken", registry.host());
     let root = tempfile::tempdir().expect("tempdir");
     let images = ImageManager::new(root.path()).expect("image manager");
 
@@ -272,19 +285,22 @@ async fn failed_pulls_leave_no_image_and_report_what_went_wrong() {
     assert!(status.message().contains(&missing), "{}", status.message());
 
     // A layer that does not match the config's diff ID: DataLoss, nothing visible.
-    let good = layer_tar(&[Entry::File("ok", b"ok\n")]);
-    let lying = layer_tar(&[Entry::File("evil", b"not what the config says\n")]);
-    let diff_ids = vec![support::digest(&good), support::digest(&good)];
-    let pushed = pusher
-        .push_image(
-            &repository,
-            &[Layer::gzip(&good), Layer::zstd(&lying)],
-            "amd64",
-            Some(diff_ids),
+    let good = layer(&[TarEntry::file("ok", 0o644, b"ok\n")], Compression::Gzip);
+    let lying = layer(
+        &[TarEntry::file("evil", 0o644, b"not what the config says\n")],
+        Compression::Zstd,
+    );
+    let diff_ids = vec![good.diff_id(), good.diff_id()];
+    let built = ImageBuilder::new()
+        .platform(
+            Platform::new("amd64", vec![good, lying])
+                .config(exec_config())
+                .diff_ids(diff_ids),
         )
-        .await;
-    let image = format!("{repository}:v1");
-    pusher.push_index(&image, &[(Arch::Amd64, &pushed)]).await;
+        .index()
+        .build()
+        .expect("build image");
+    let image = push(registry.host(), "skiff-test/broken", "v1", &built).expect("push");
     let err = images
         .pull(&image, None)
         .await

@@ -2,15 +2,15 @@
 //!
 //! - [`Registry`]: a real OCI registry (Debian's `docker-registry`, distribution 2.8) on a
 //!   free loopback port, removed on drop.
-//! - [`busybox`] / [`busybox_with`] build the test image in memory from Debian's
-//!   busybox-static; [`push`] uploads it to a registry.
+//! - [`ImageBuilder`] builds OCI images in memory from layer tars ([`layer_tar`]);
+//!   [`busybox`] / [`busybox_with`] build the test image with it from Debian's
+//!   busybox-static; [`push`] uploads an image to a registry.
 //! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
 //!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
 //!
 //! The API is blocking (plain threads, no async runtime), so it works from `#[test]`
 //! and, with care for blocking, from `#[tokio::test]`.
 
-mod http;
 mod image;
 mod node;
 mod push;
@@ -18,7 +18,10 @@ mod registry;
 mod spawn;
 mod sys;
 
-pub use image::{Compression, Image, ImageOptions, MediaTypes, busybox, busybox_with};
+pub use image::{
+    Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform, PlatformManifest,
+    TarEntry, busybox, busybox_with, layer_tar,
+};
 pub use node::{Node, NodeOptions};
 pub use push::push;
 pub use registry::Registry;

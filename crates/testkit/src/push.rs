@@ -1,9 +1,11 @@
 //! Pushing an [`Image`] with the OCI distribution API (blob upload, manifest PUT).
 
 use anyhow::{Context, bail};
+use ureq::Agent;
+use ureq::http::Response;
 
-use crate::http;
 use crate::image::{Content, Image};
+use crate::sys;
 
 /// Pushes `image` to the plain-HTTP registry at `host` ("127.0.0.1:PORT") as `repo:tag`
 /// and returns the reference `host/repo:tag`.
@@ -13,99 +15,90 @@ use crate::image::{Content, Image};
 /// Errors: any unexpected status (with the registry's error body), or a registry
 /// digest that differs from [`Image::digest`].
 pub fn push(host: &str, repo: &str, tag: &str, image: &Image) -> anyhow::Result<String> {
+    let agent = sys::http_agent();
     for blob in &image.blobs {
-        push_blob(host, repo, blob).with_context(|| format!("pushing blob {}", blob.digest))?;
+        push_blob(&agent, host, repo, blob)
+            .with_context(|| format!("pushing blob {}", blob.digest))?;
     }
     for manifest in &image.children {
-        push_manifest(host, repo, &manifest.digest, manifest)?;
+        push_manifest(&agent, host, repo, &manifest.digest, manifest)?;
     }
-    push_manifest(host, repo, tag, &image.top)?;
+    push_manifest(&agent, host, repo, tag, &image.top)?;
     Ok(format!("{host}/{repo}:{tag}"))
 }
 
-fn push_blob(host: &str, repo: &str, blob: &Content) -> anyhow::Result<()> {
-    let exists = http::request(
-        "HEAD",
-        host,
-        &format!("/v2/{repo}/blobs/{}", blob.digest),
-        &[],
-        b"",
-    )?;
-    if exists.status == 200 {
+fn push_blob(agent: &Agent, host: &str, repo: &str, blob: &Content) -> anyhow::Result<()> {
+    let exists = agent
+        .head(format!("http://{host}/v2/{repo}/blobs/{}", blob.digest))
+        .call()?;
+    if exists.status() == 200 {
         return Ok(());
     }
-    let start = http::request(
-        "POST",
-        host,
-        &format!("/v2/{repo}/blobs/uploads/"),
-        &[],
-        b"",
-    )?;
-    if start.status != 202 {
-        bail!(
-            "starting the upload: HTTP {}: {}",
-            start.status,
-            start.text()
-        );
+    let mut start = agent
+        .post(format!("http://{host}/v2/{repo}/blobs/uploads/"))
+        .send_empty()?;
+    if start.status() != 202 {
+        bail!("starting the upload: {}", describe(&mut start));
     }
     let location = start
-        .header("location")
+        .headers()
+        .get("location")
+        .and_then(|l| l.to_str().ok())
         .context("upload without a Location")?;
-    let path = location_path(location, host);
-    let sep = if path.contains('?') { '&' } else { '?' };
-    let put = http::request(
-        "PUT",
-        host,
-        &format!("{path}{sep}digest={}", blob.digest),
-        &[("Content-Type", "application/octet-stream")],
-        &blob.data,
-    )?;
-    if put.status != 201 {
-        bail!("completing the upload: HTTP {}: {}", put.status, put.text());
+    let url = upload_url(location, host);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let mut put = agent
+        .put(format!("{url}{sep}digest={}", blob.digest))
+        .content_type("application/octet-stream")
+        .send(&blob.data)?;
+    if put.status() != 201 {
+        bail!("completing the upload: {}", describe(&mut put));
     }
     Ok(())
 }
 
 fn push_manifest(
+    agent: &Agent,
     host: &str,
     repo: &str,
     reference: &str,
     manifest: &Content,
 ) -> anyhow::Result<()> {
-    let response = http::request(
-        "PUT",
-        host,
-        &format!("/v2/{repo}/manifests/{reference}"),
-        &[("Content-Type", &manifest.media_type)],
-        &manifest.data,
-    )?;
-    if response.status != 201 {
+    let mut response = agent
+        .put(format!("http://{host}/v2/{repo}/manifests/{reference}"))
+        .content_type(&manifest.media_type)
+        .send(&manifest.data)?;
+    if response.status() != 201 {
         bail!(
-            "pushing manifest {repo}:{reference} ({}): HTTP {}: {}",
+            "pushing manifest {repo}:{reference} ({}): {}",
             manifest.media_type,
-            response.status,
-            response.text()
+            describe(&mut response)
         );
     }
-    if let Some(digest) = response.header("docker-content-digest")
-        && digest != manifest.digest
+    if let Some(digest) = response.headers().get("docker-content-digest")
+        && digest != manifest.digest.as_str()
     {
         bail!(
-            "registry stored {repo}:{reference} as {digest}, expected {}",
+            "registry stored {repo}:{reference} as {digest:?}, expected {}",
             manifest.digest
         );
     }
     Ok(())
 }
 
-/// The path-and-query of an upload `Location`, which may be absolute (`http://host/v2/..`)
-/// or relative (`/v2/..`).
-fn location_path<'a>(location: &'a str, host: &str) -> &'a str {
-    let rest = location
-        .strip_prefix("http://")
-        .or_else(|| location.strip_prefix("https://"));
-    match rest {
-        Some(rest) => rest.find('/').map_or("/", |i| &rest[i..]),
-        None => location.strip_prefix(host).unwrap_or(location),
+/// "HTTP <status>: <body>" of an unexpected response, for errors.
+fn describe(response: &mut Response<ureq::Body>) -> String {
+    let status = response.status();
+    let body = response.body_mut().read_to_string().unwrap_or_default();
+    format!("HTTP {status}: {body}")
+}
+
+/// The absolute URL of an upload `Location`, which may be absolute (`http://host/v2/..`)
+/// or relative to the registry (`/v2/..`).
+fn upload_url(location: &str, host: &str) -> String {
+    if location.starts_with("http://") || location.starts_with("https://") {
+        location.to_string()
+    } else {
+        format!("http://{host}{location}")
     }
 }

@@ -1,5 +1,5 @@
 //! Small system helpers shared by the modules: free ports, random names, log tails,
-//! signals.
+//! signals, the HTTP client.
 
 use std::fs::File;
 use std::io::Read;
@@ -7,6 +7,22 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
+
+const HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A blocking HTTP client for loopback servers (the registry, the kubelet's read-only
+/// port): every status is returned as a response (callers check it), no proxy from the
+/// environment, 5 s to connect and 60 s per request.
+pub(crate) fn http_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .timeout_connect(Some(HTTP_CONNECT_TIMEOUT))
+        .timeout_global(Some(HTTP_TIMEOUT))
+        .build()
+        .into()
+}
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
 pub(crate) fn free_port() -> anyhow::Result<u16> {

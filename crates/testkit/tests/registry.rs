@@ -3,28 +3,32 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use skiff_testkit::{Compression, ImageOptions, MediaTypes, Registry, busybox, busybox_with, push};
-use std::io::{Read, Write};
 use std::net::TcpStream;
 
 /// GET `path` on `host` with `accept`; returns (status, Docker-Content-Digest, body).
 fn get(host: &str, path: &str, accept: &str) -> (u16, String, Vec<u8>) {
-    let mut s = TcpStream::connect(host).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: {host}\r\nAccept: {accept}\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let digest = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Docker-Content-Digest: "))
-        .unwrap_or_default()
-        .to_string();
-    (status, digest, raw[end + 4..].to_vec())
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .build()
+        .into();
+    let mut response = agent
+        .get(format!("http://{host}{path}"))
+        .header("Accept", accept)
+        .call()
+        .unwrap();
+    let digest = response
+        .headers()
+        .get("docker-content-digest")
+        .map(|d| d.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_vec()
+        .unwrap();
+    (response.status().as_u16(), digest, body)
 }
 
 fn sha256(data: &[u8]) -> String {

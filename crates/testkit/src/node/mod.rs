@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::{http, spawn, sys};
+use crate::{spawn, sys};
 
 const HEALTHZ_TIMEOUT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(200);
@@ -147,12 +147,17 @@ impl Node {
 
     /// `GET /pods` on the read-only port: a `v1.PodList` as JSON (`{"items": [Pod..]}`).
     pub fn pods(&self) -> anyhow::Result<Value> {
-        let host = format!("127.0.0.1:{}", self.port);
-        let response = http::request("GET", &host, "/pods", &[], b"")?;
-        if response.status != 200 {
-            bail!("GET /pods: HTTP {}: {}", response.status, response.text());
+        let url = format!("http://127.0.0.1:{}/pods", self.port);
+        let mut response = sys::http_agent().get(&url).call()?;
+        let body = response.body_mut().read_to_vec()?;
+        if response.status() != 200 {
+            bail!(
+                "GET /pods: HTTP {}: {}",
+                response.status(),
+                String::from_utf8_lossy(&body)
+            );
         }
-        let list: Value = serde_json::from_slice(&response.body).context("GET /pods: bad JSON")?;
+        let list: Value = serde_json::from_slice(&body).context("GET /pods: bad JSON")?;
         if let Ok(mut seen) = self.seen_uids.lock() {
             for pod in items(&list) {
                 if let Some(uid) = pod["metadata"]["uid"].as_str() {
@@ -357,6 +362,8 @@ impl Node {
 
     fn wait_healthy(&mut self) -> anyhow::Result<()> {
         let host = format!("127.0.0.1:{}", self.port);
+        let url = format!("http://{host}/healthz");
+        let agent = sys::http_agent();
         let deadline = Instant::now() + HEALTHZ_TIMEOUT;
         loop {
             if let Some(child) = self.child.as_mut()
@@ -368,8 +375,8 @@ impl Node {
                     self.log_tail()
                 );
             }
-            if let Ok(r) = http::request("GET", &host, "/healthz", &[], b"")
-                && r.status == 200
+            if let Ok(r) = agent.get(&url).call()
+                && r.status() == 200
             {
                 return Ok(());
             }

@@ -138,7 +138,8 @@ pub async fn run(
                 FileSource::new(dir, config.node_name.clone(), config.file_check_frequency)
                     .run(snapshot_tx),
             );
-            let mut pod_config = PodConfig::new(&[FILE_SOURCE], sources_ready.clone());
+            let mut pod_config = PodConfig::new(&[FILE_SOURCE]);
+            let sources_ready = sources_ready.clone();
             tasks.spawn(async move {
                 while let Some(snapshot) = snapshots.recv().await {
                     for update in pod_config.merge(FILE_SOURCE, snapshot) {
@@ -146,11 +147,15 @@ pub async fn run(
                             return;
                         }
                     }
+                    // Only now: the SyncLoop applies queued updates before it trusts this.
+                    if pod_config.all_sources_seen() {
+                        sources_ready.mark_ready();
+                    }
                 }
             });
         }
         // No source configured: all (zero) sources are ready at once.
-        None => drop(PodConfig::new(&[], sources_ready.clone())),
+        None => sources_ready.mark_ready(),
     }
 
     if config.read_only_port != 0 {

@@ -76,7 +76,17 @@ impl SyncLoop {
                 Some(event) = inputs.pleg.recv() => self.handle_pleg_event(&event),
                 Some(result) = inputs.results.recv() => self.handle_worker_result(result),
                 _ = sync_ticker.tick() => self.sync_due_pods(),
-                _ = housekeeping.tick() => self.handle_pod_cleanups(),
+                _ = housekeeping.tick() => {
+                    // Read readiness first, then apply every update queued before it was
+                    // marked: otherwise their pods would look orphaned.
+                    let sources_ready = self.sources_ready.all_ready();
+                    while let Ok(update) = inputs.updates.try_recv() {
+                        self.handle_update(update);
+                    }
+                    if sources_ready {
+                        self.handle_pod_cleanups();
+                    }
+                }
             }
         }
         self.pod_workers.shutdown();
@@ -151,11 +161,8 @@ impl SyncLoop {
     }
 
     /// Terminates pods that are no longer desired and pods found on the runtime that no
-    /// source knows (upstream `HandlePodCleanups`). Waits until all sources were seen.
+    /// source knows (upstream `HandlePodCleanups`). Only once all sources were seen.
     fn handle_pod_cleanups(&mut self) {
-        if !self.sources_ready.all_ready() {
-            return;
-        }
         let desired: HashSet<String> = self
             .pod_manager
             .pods()

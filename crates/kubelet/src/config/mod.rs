@@ -35,8 +35,9 @@ pub struct PodUpdate {
     pub source: String,
 }
 
-/// Set once every configured source has delivered its first snapshot (upstream
-/// `SeenAllSources`); housekeeping must not remove pods before that.
+/// Set once every configured source has delivered its first snapshot and the updates it
+/// produced were queued for the SyncLoop (upstream `SeenAllSources`); housekeeping must
+/// not remove pods before that.
 #[derive(Clone, Default)]
 pub struct SourcesReady(Arc<AtomicBool>);
 
@@ -45,7 +46,9 @@ impl SourcesReady {
     pub fn all_ready(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
-    fn mark_ready(&self) {
+    /// Marks all sources seen. Call it only after the updates of the snapshot that
+    /// completed the set are queued, so the SyncLoop can apply them before it trusts it.
+    pub fn mark_ready(&self) {
         self.0.store(true, Ordering::Release);
     }
 }
@@ -56,25 +59,22 @@ pub struct PodConfig {
     seen: HashSet<String>,
     /// Pods by source, then UID.
     pods: HashMap<String, BTreeMap<String, Pod>>,
-    ready: SourcesReady,
 }
 
 impl PodConfig {
-    /// A merger expecting snapshots from `sources`; `ready` flips once each has sent one.
-    pub fn new(sources: &[&str], ready: SourcesReady) -> Self {
-        if sources.is_empty() {
-            ready.mark_ready();
-        }
+    /// A merger expecting snapshots from `sources`.
+    pub fn new(sources: &[&str]) -> Self {
         Self {
             sources: sources.iter().map(|s| (*s).to_owned()).collect(),
             seen: HashSet::new(),
             pods: HashMap::new(),
-            ready,
         }
     }
 
     /// Replaces the pods of `source` with `snapshot`, returning the non-empty updates in
-    /// the order REMOVE, ADD, UPDATE. Pods without UID are ignored.
+    /// the order REMOVE, ADD, UPDATE. Pods without UID are ignored. Once every source was
+    /// merged, [`PodConfig::all_sources_seen`] is true; the caller marks [`SourcesReady`]
+    /// after queuing the updates.
     pub fn merge(&mut self, source: &str, snapshot: Vec<Pod>) -> Vec<PodUpdate> {
         let old = self.pods.remove(source).unwrap_or_default();
         let mut new = BTreeMap::new();
@@ -99,9 +99,6 @@ impl PodConfig {
         }
         self.pods.insert(source.to_owned(), new);
         self.seen.insert(source.to_owned());
-        if self.sources.is_subset(&self.seen) {
-            self.ready.mark_ready();
-        }
         [
             (PodOperation::Remove, removed),
             (PodOperation::Add, added),
@@ -115,6 +112,11 @@ impl PodConfig {
             source: source.to_owned(),
         })
         .collect()
+    }
+
+    /// True once every configured source has sent a snapshot.
+    pub fn all_sources_seen(&self) -> bool {
+        self.sources.is_subset(&self.seen)
     }
 }
 
@@ -156,11 +158,10 @@ mod tests {
 
     #[test]
     fn snapshots_become_add_update_remove() {
-        let ready = SourcesReady::default();
-        let mut config = PodConfig::new(&["file"], ready.clone());
-        assert!(!ready.all_ready());
+        let mut config = PodConfig::new(&["file"]);
+        assert!(!config.all_sources_seen());
         assert!(config.merge("file", vec![]).is_empty());
-        assert!(ready.all_ready());
+        assert!(config.all_sources_seen());
 
         let u = config.merge("file", vec![pod("a", "Always"), pod("b", "Always")]);
         assert_eq!(
@@ -191,7 +192,7 @@ mod tests {
 
     #[test]
     fn edited_manifest_removes_old_uid_and_adds_new() {
-        let mut config = PodConfig::new(&["file"], SourcesReady::default());
+        let mut config = PodConfig::new(&["file"]);
         config.merge("file", vec![pod("old", "Always")]);
         let u = config.merge("file", vec![pod("new", "Always")]);
         assert_eq!(

@@ -153,10 +153,12 @@ fn manifest(name: &str, image: &str) -> String {
     )
 }
 
-/// Resident memory of the kubelet plus its shims.
+/// Resident memory of the kubelet plus its shims: RSS counts the pages of the one `skiff`
+/// binary once per process; PSS divides shared pages among the processes sharing them.
 struct Rss {
     processes: usize,
     kib: u64,
+    pss_kib: u64,
 }
 
 impl Rss {
@@ -168,18 +170,23 @@ impl Rss {
             .map(|(pid, _)| pid)
             .collect();
         pids.extend(node.pid());
-        let kib = pids.iter().filter_map(|pid| vm_rss_kib(*pid)).sum();
+        let field = |file: &str, name: &str| -> u64 {
+            pids.iter()
+                .filter_map(|pid| proc_kib(*pid, file, name))
+                .sum()
+        };
         Rss {
             processes: pids.len(),
-            kib,
+            kib: field("status", "VmRSS:"),
+            pss_kib: field("smaps_rollup", "Pss:"),
         }
     }
 }
 
-/// `VmRSS` of a process in KiB, from /proc/<pid>/status.
-fn vm_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+/// The KiB value of line `name` (e.g. `VmRSS:`) in /proc/<pid>/<file>.
+fn proc_kib(pid: u32, file: &str, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+    let line = text.lines().find(|l| l.starts_with(name))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -213,17 +220,18 @@ fn report(args: &Args, started: &[(String, f64)], idle: &Rss, busy: &Rss) {
         percentile(&sorted, 100)
     );
     println!();
-    println!("RSS, kubelet + shims");
+    println!("memory, kubelet + shims");
     println!(
-        "{:>6} {:>10} {:>10} {:>10}",
-        "pods", "processes", "KiB", "MiB"
+        "{:>6} {:>10} {:>10} {:>10} {:>10}",
+        "pods", "processes", "RSS KiB", "RSS MiB", "PSS MiB"
     );
     for (pods, rss) in [(0, idle), (args.pods, busy)] {
         println!(
-            "{pods:>6} {:>10} {:>10} {:>10.1}",
+            "{pods:>6} {:>10} {:>10} {:>10.1} {:>10.1}",
             rss.processes,
             rss.kib,
-            rss.kib as f64 / 1024.0
+            rss.kib as f64 / 1024.0,
+            rss.pss_kib as f64 / 1024.0
         );
     }
 }

@@ -766,3 +766,66 @@ async fn containers_whose_shim_died_are_reported_truthfully() {
         "IPAM allocations"
     );
 }
+
+/// A sandbox whose CNI ADD fails is cleaned up at once: its namespace pins, files and record
+/// go even though CNI DEL fails too (as it often does after a failed ADD), since nothing
+/// would be left to retry from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_network_setup_leaves_nothing() {
+    if !is_root() {
+        eprintln!("skipping: needs root");
+        return;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("skiff-runtime-test")
+        .tempdir()
+        .unwrap();
+    let conf_dir = tmp.path().join("cni");
+    std::fs::create_dir_all(&conf_dir).unwrap();
+    let conflist = serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": "skiff-broken",
+        "plugins": [{"type": "skiff-no-such-plugin"}]
+    });
+    std::fs::write(conf_dir.join("10-broken.conflist"), conflist.to_string()).unwrap();
+    let config = || RuntimeConfig {
+        root: tmp.path().join("root"),
+        state: tmp.path().join("state"),
+        runc: "runc".into(),
+        shim_binary: env!("CARGO_BIN_EXE_skiff").into(),
+        cni_conf_dir: conf_dir.clone(),
+        cni_bin_dirs: vec!["/usr/lib/cni".into()],
+        pod_cidr: "10.99.0.0/24".parse().unwrap(),
+    };
+    let images = Arc::new(ImageManager::new(&tmp.path().join("root")).unwrap());
+    let runtime = Runtime::new(config(), images.clone()).unwrap();
+    let err = runtime
+        .run_pod_sandbox(Request::new(RunPodSandboxRequest {
+            config: Some(PodSandboxConfig {
+                metadata: Some(PodSandboxMetadata {
+                    name: "broken".into(),
+                    uid: "uid-broken".into(),
+                    namespace: "default".into(),
+                    attempt: 0,
+                }),
+                hostname: "broken".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("skiff-no-such-plugin"), "{err:?}");
+    assert_eq!(mounts_under(tmp.path()), Vec::<String>::new());
+
+    // Nothing is listed, now or by a restarted runtime.
+    for runtime in [runtime, Runtime::new(config(), images).unwrap()] {
+        let listed = runtime
+            .list_pod_sandbox(Request::new(ListPodSandboxRequest::default()))
+            .await
+            .unwrap()
+            .into_inner()
+            .items;
+        assert!(listed.is_empty(), "{listed:?}");
+    }
+}

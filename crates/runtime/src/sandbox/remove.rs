@@ -31,6 +31,27 @@ impl Runtime {
     /// netns pin goes), pins, files, cgroup parent.
     pub(crate) async fn teardown_sandbox(&self, sandbox: &mut Sandbox) -> Result<()> {
         self.detach_network(sandbox).await?;
+        self.release_sandbox(sandbox).await
+    }
+
+    /// Best-effort cleanup after a failed RunPodSandbox, as containerd's deferred cleanup
+    /// does: a CNI DEL that fails is logged, and the namespace pins, files, cgroup parent and
+    /// record go regardless, since nothing would be left to retry from.
+    pub(crate) async fn abandon_sandbox(&self, sandbox: &mut Sandbox) {
+        let id = sandbox.id.clone();
+        if let Err(err) = self.detach_network(sandbox).await {
+            tracing::warn!(%id, "CNI DEL of a sandbox that failed to start: {err:#}");
+        }
+        if let Err(err) = self.release_sandbox(sandbox).await {
+            tracing::warn!(%id, "cleaning up a sandbox that failed to start: {err:#}");
+        }
+        if let Err(err) = self.sandbox_store.delete(&id) {
+            tracing::warn!(%id, "removing the record of a sandbox that failed to start: {err:#}");
+        }
+    }
+
+    /// Releases the node-local parts of a sandbox: namespace pins, files, cgroup parent.
+    async fn release_sandbox(&self, sandbox: &Sandbox) -> Result<()> {
         let paths = self.sandbox_paths(&sandbox.id);
         let ns_dir = paths.ns.clone();
         tokio::task::spawn_blocking(move || ns::unpin(&ns_dir))

@@ -60,9 +60,7 @@ impl Runtime {
             owns_cgroup,
         };
         if let Err(err) = self.setup_sandbox(&mut sandbox).await {
-            if let Err(cleanup) = self.teardown_sandbox(&mut sandbox).await {
-                tracing::warn!(%id, "cleaning up a failed sandbox: {cleanup:#}");
-            }
+            self.abandon_sandbox(&mut sandbox).await;
             return Err(err);
         }
         self.sandbox_store.save(&id, &sandbox)?;

@@ -117,11 +117,15 @@ impl KubeGenericRuntimeManager {
             backoff.next(&key, finished, now);
         }
         if backoff.is_in_backoff_since(&key, finished, now) {
+            // Upstream formats the pod as `name_namespace(uid)` (`format.Pod`).
+            let meta = &pod.metadata;
             let message = format!(
-                "back-off {}s restarting failed container={} pod={}",
+                "back-off {}s restarting failed container={} pod={}_{}({})",
                 backoff.get(&key).as_secs(),
                 container.name,
-                pod.metadata.name.as_deref().unwrap_or("")
+                meta.name.as_deref().unwrap_or(""),
+                meta.namespace.as_deref().unwrap_or(""),
+                meta.uid.as_deref().unwrap_or("")
             );
             return Err((
                 SyncError::new(CRASH_LOOP_BACK_OFF, message),

@@ -44,19 +44,20 @@ pub fn generate_api_pod_status(
             ip: ctx.host_ip.to_owned(),
         }]
     });
+    // A host-network pod has the node's addresses (upstream generateAPIPodStatus).
+    let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+    let pod_ips: Vec<String> = match status.ips.is_empty() && host_network {
+        true => host_ips.iter().flatten().map(|h| h.ip.clone()).collect(),
+        false => status.ips.clone(),
+    };
     api::PodStatus {
         phase: Some(phase.to_owned()),
         conditions: Some(conditions(status, &container_statuses, phase)),
         host_ip: (!ctx.host_ip.is_empty()).then(|| ctx.host_ip.to_owned()),
+        pod_ip: pod_ips.first().cloned(),
+        pod_ips: (!pod_ips.is_empty())
+            .then(|| pod_ips.into_iter().map(|ip| PodIP { ip }).collect()),
         host_ips,
-        pod_ip: status.ips.first().cloned(),
-        pod_ips: (!status.ips.is_empty()).then(|| {
-            status
-                .ips
-                .iter()
-                .map(|ip| PodIP { ip: ip.clone() })
-                .collect()
-        }),
         qos_class: Some(pod_qos(pod).as_str().to_owned()),
         container_statuses: Some(container_statuses),
         ..Default::default()
@@ -387,6 +388,24 @@ mod tests {
             .flatten()
             .find(|c| c.type_ == t)
             .map_or("", |c| c.status.as_str())
+    }
+
+    #[test]
+    fn host_network_pod_has_the_node_ip() {
+        let mut p = pod("Always", &["a"]);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.host_network = Some(true);
+        }
+        let mut status = runtime(vec![]);
+        status.ips.clear();
+        let s = generate(&p, &status, &ReasonCache::default());
+        assert_eq!(s.pod_ip.as_deref(), Some("192.168.0.2"));
+        assert_eq!(
+            s.pod_ips,
+            Some(vec![PodIP {
+                ip: "192.168.0.2".into()
+            }])
+        );
     }
 
     #[test]

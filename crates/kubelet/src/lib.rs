@@ -15,6 +15,7 @@ pub mod pod_manager;
 pub mod pod_workers;
 pub mod reason_cache;
 pub mod server;
+pub mod static_pod_starts;
 pub mod status;
 pub mod syncloop;
 

@@ -17,6 +17,7 @@ use crate::config::{PodOperation, PodUpdate, SourcesReady};
 use crate::pleg::{PodLifecycleEvent, PodLifecycleEventType, RuntimePods};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdateType, WorkerResult};
+use crate::static_pod_starts::StaticPodStarts;
 
 /// How often the work queue is checked for pods due to sync (upstream `syncCh`, 1 s).
 const SYNC_CHECK_PERIOD: Duration = Duration::from_secs(1);
@@ -43,6 +44,7 @@ pub struct SyncLoop {
     work_queue: HashMap<String, Instant>,
     sources_ready: SourcesReady,
     runtime_pods: RuntimePods,
+    static_pod_starts: StaticPodStarts,
 }
 
 impl SyncLoop {
@@ -59,6 +61,7 @@ impl SyncLoop {
             work_queue: HashMap::new(),
             sources_ready,
             runtime_pods,
+            static_pod_starts: StaticPodStarts::default(),
         }
     }
 
@@ -101,12 +104,16 @@ impl SyncLoop {
                 PodOperation::Add | PodOperation::Update => {
                     info!(pod = %name, uid = %uid, op = ?update.op, source = %update.source, "pod update");
                     if let Some(pod) = self.pod_manager.add_or_update(pod) {
-                        self.pod_workers.update_pod(pod, UpdateType::Sync);
+                        self.sync_pod(pod);
                     }
                 }
                 PodOperation::Remove => {
                     info!(pod = %name, uid = %uid, source = %update.source, "pod removed; terminating");
                     self.work_queue.remove(&uid);
+                    if !self.pod_workers.is_known(&uid) {
+                        // A static pod still waiting for its name never started.
+                        self.static_pod_starts.terminated(&uid);
+                    }
                     if let Some(pod) = self.pod_manager.remove(&uid) {
                         self.pod_workers.update_pod(
                             pod,
@@ -125,7 +132,7 @@ impl SyncLoop {
             return;
         }
         if let Some(pod) = self.pod_manager.get(&event.id) {
-            self.pod_workers.update_pod(pod, UpdateType::Sync);
+            self.sync_pod(pod);
         }
     }
 
@@ -136,9 +143,13 @@ impl SyncLoop {
             }
             WorkerResult::Terminated { uid } => {
                 self.pod_workers.forget(&uid);
-                // The same pod may have been added again while it was terminating.
-                if let Some(pod) = self.pod_manager.get(&uid) {
-                    self.pod_workers.update_pod(pod, UpdateType::Sync);
+                let next = self.static_pod_starts.terminated(&uid);
+                // The same pod may have been added again while it was terminating, and a
+                // static pod of the same name may wait for this one.
+                for uid in std::iter::once(uid).chain(next) {
+                    if let Some(pod) = self.pod_manager.get(&uid) {
+                        self.sync_pod(pod);
+                    }
                 }
             }
         }
@@ -155,8 +166,16 @@ impl SyncLoop {
         for uid in due {
             self.work_queue.remove(&uid);
             if let Some(pod) = self.pod_manager.get(&uid) {
-                self.pod_workers.update_pod(pod, UpdateType::Sync);
+                self.sync_pod(pod);
             }
+        }
+    }
+
+    /// Sends a sync to the pod's worker, unless another static pod of the same full name
+    /// still runs: then it waits for that one's termination.
+    fn sync_pod(&mut self, pod: Arc<Pod>) {
+        if self.static_pod_starts.allow(&pod) {
+            self.pod_workers.update_pod(pod, UpdateType::Sync);
         }
     }
 

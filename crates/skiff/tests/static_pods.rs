@@ -135,6 +135,59 @@ fn edit_replaces_and_delete_cleans_up() {
     cluster.assert_no_leftovers();
 }
 
+/// An edited static pod starts only once its predecessor has terminated, as upstream: a
+/// host-network server finds its port free and starts once (restartCount 0).
+#[test]
+fn edited_host_network_pod_waits_for_its_predecessor() {
+    let cluster = Cluster::start();
+    let port = common::free_port();
+    let manifest = |body: &str| {
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: hostweb}}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: httpd
+    image: {image}
+    command: ["sh", "-c", "mkdir -p /srv && echo {body} > /srv/index.html && exec httpd -f -p 127.0.0.1:{port} -h /srv"]
+"#,
+            image = cluster.image
+        )
+    };
+    let name = cluster.static_name("hostweb");
+    cluster.write_manifest("hostweb.yaml", &manifest("v1"));
+    let first = cluster.wait_running(&name);
+    assert_eq!(
+        common::http_get("127.0.0.1", port, "/index.html").trim(),
+        "v1"
+    );
+
+    cluster.write_manifest("hostweb.yaml", &manifest("v2"));
+    let pods = cluster.wait_for("the edited pod serving", Duration::from_secs(90), |pods| {
+        common::find_pod(pods, &name).is_some_and(|p| {
+            p["metadata"]["uid"] != first["metadata"]["uid"]
+                && container_status(p, "httpd")["state"]["running"].is_object()
+        })
+    });
+    assert_eq!(
+        common::http_get("127.0.0.1", port, "/index.html").trim(),
+        "v2"
+    );
+    let second = common::find_pod(&pods, &name).cloned().unwrap_or_default();
+    assert_eq!(
+        container_status(&second, "httpd")["restartCount"],
+        0,
+        "the new pod started while the old one still held the port: {second}"
+    );
+
+    cluster.remove_manifest("hostweb.yaml");
+    cluster.wait_gone(&name);
+    cluster.assert_no_leftovers();
+}
+
 /// OnFailure restarts a failing container; Never ends the pod Failed with the exit code.
 #[test]
 fn restart_policies() {

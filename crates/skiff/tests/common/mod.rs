@@ -244,3 +244,11 @@ pub fn cri_pod_sandboxes(socket: &std::path::Path) -> Vec<k8s_cri::v1::PodSandbo
             .items
     })
 }
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}

@@ -150,6 +150,32 @@ fn cgroups_of(id: &str, dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// CreateContainer + StartContainer; returns the container ID.
+async fn create_and_start(
+    runtime: &Runtime,
+    sandbox_id: &str,
+    sandbox_config: &PodSandboxConfig,
+    config: ContainerConfig,
+) -> String {
+    let container_id = runtime
+        .create_container(Request::new(CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.to_owned(),
+            config: Some(config),
+            sandbox_config: Some(sandbox_config.clone()),
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .container_id;
+    runtime
+        .start_container(Request::new(StartContainerRequest {
+            container_id: container_id.clone(),
+        }))
+        .await
+        .unwrap();
+    container_id
+}
+
 fn mounts_under(dir: &Path) -> Vec<String> {
     let dir = dir.to_string_lossy().into_owned();
     std::fs::read_to_string("/proc/self/mountinfo")
@@ -304,22 +330,8 @@ async fn pod_lifecycle_with_real_runc_cni_and_shim() {
         labels: [("c".to_string(), "httpd".to_string())].into(),
         ..Default::default()
     };
-    let container_id = runtime
-        .create_container(Request::new(CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: Some(container_config),
-            sandbox_config: Some(sandbox_config.clone()),
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .container_id;
-    runtime
-        .start_container(Request::new(StartContainerRequest {
-            container_id: container_id.clone(),
-        }))
-        .await
-        .unwrap();
+    let container_id =
+        create_and_start(&runtime, &sandbox_id, &sandbox_config, container_config).await;
 
     let mut body = Err(anyhow::anyhow!("not tried"));
     for _ in 0..100 {
@@ -627,35 +639,20 @@ async fn containers_whose_shim_died_are_reported_truthfully() {
         .pod_sandbox_id;
     let mut ids = Vec::new();
     for name in ["survivor", "lost"] {
-        let id = runtime
-            .create_container(Request::new(CreateContainerRequest {
-                pod_sandbox_id: sandbox_id.clone(),
-                config: Some(ContainerConfig {
-                    metadata: Some(ContainerMetadata {
-                        name: name.into(),
-                        attempt: 0,
-                    }),
-                    image: Some(ImageSpec {
-                        image: fixture.reference.clone(),
-                        ..Default::default()
-                    }),
-                    command: vec!["sleep".into(), "1000".into()],
-                    log_path: format!("{name}/0.log"),
-                    ..Default::default()
-                }),
-                sandbox_config: Some(sandbox_config.clone()),
-            }))
-            .await
-            .unwrap()
-            .into_inner()
-            .container_id;
-        runtime
-            .start_container(Request::new(StartContainerRequest {
-                container_id: id.clone(),
-            }))
-            .await
-            .unwrap();
-        ids.push(id);
+        let config = ContainerConfig {
+            metadata: Some(ContainerMetadata {
+                name: name.into(),
+                attempt: 0,
+            }),
+            image: Some(ImageSpec {
+                image: fixture.reference.clone(),
+                ..Default::default()
+            }),
+            command: vec!["sleep".into(), "1000".into()],
+            log_path: format!("{name}/0.log"),
+            ..Default::default()
+        };
+        ids.push(create_and_start(&runtime, &sandbox_id, &sandbox_config, config).await);
     }
     let (survivor, lost) = (ids[0].clone(), ids[1].clone());
     let cgroups = cgroups_of(&survivor, &dir);

@@ -150,6 +150,19 @@ fn cgroups_of(id: &str, dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// RunPodSandbox; returns the sandbox ID.
+async fn run_sandbox(runtime: &Runtime, config: &PodSandboxConfig) -> String {
+    runtime
+        .run_pod_sandbox(Request::new(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id
+}
+
 /// CreateContainer + StartContainer; returns the container ID.
 async fn create_and_start(
     runtime: &Runtime,
@@ -282,15 +295,7 @@ async fn pod_lifecycle_with_real_runc_cni_and_shim() {
         labels: [("app".to_string(), "web".to_string())].into(),
         ..Default::default()
     };
-    let sandbox_id = runtime
-        .run_pod_sandbox(Request::new(RunPodSandboxRequest {
-            config: Some(sandbox_config.clone()),
-            ..Default::default()
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .pod_sandbox_id;
+    let sandbox_id = run_sandbox(&runtime, &sandbox_config).await;
     let sandbox_status = runtime
         .pod_sandbox_status(Request::new(PodSandboxStatusRequest {
             pod_sandbox_id: sandbox_id.clone(),
@@ -628,15 +633,7 @@ async fn containers_whose_shim_died_are_reported_truthfully() {
         log_directory: dir.join("logs/orphans").to_string_lossy().into_owned(),
         ..Default::default()
     };
-    let sandbox_id = runtime
-        .run_pod_sandbox(Request::new(RunPodSandboxRequest {
-            config: Some(sandbox_config.clone()),
-            ..Default::default()
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .pod_sandbox_id;
+    let sandbox_id = run_sandbox(&runtime, &sandbox_config).await;
     let mut ids = Vec::new();
     for name in ["survivor", "lost"] {
         let config = ContainerConfig {

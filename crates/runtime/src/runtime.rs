@@ -1,10 +1,13 @@
 //! The runtime object: configuration, stores and the registries of live sandboxes and
 //! containers, recovered from disk on start.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 
 use crate::cni::Cni;
 use crate::config::RuntimeConfig;
@@ -25,6 +28,8 @@ pub struct Runtime {
     pub(crate) containers: Registry<Container>,
     /// Lowest oom_score_adj the runtime may request (see [`crate::oom::floor`]).
     pub(crate) oom_floor: Option<i32>,
+    /// Exclusive lock on `<root>/runtime.lock`, held while the runtime lives.
+    _root_lock: Flock<File>,
 }
 
 impl Runtime {
@@ -32,6 +37,9 @@ impl Runtime {
     /// exists, and reloads every persisted sandbox and container. Containers that kept
     /// running under their shims are picked up as they are; exits that happened while the
     /// runtime was down are read from the shims' exit files.
+    ///
+    /// Errors when another runtime (another `skiff kubelet` or `skiff runtime`) uses the same
+    /// root: two runtimes would manage the same containers and remove each other's socket.
     pub fn new(
         mut config: RuntimeConfig,
         images: Arc<ImageManager>,
@@ -39,6 +47,7 @@ impl Runtime {
         // Paths end up in CNI_NETNS, config.json and shim arguments: make them absolute.
         config.root = std::path::absolute(&config.root)?;
         config.state = std::path::absolute(&config.state)?;
+        let root_lock = lock_root(&config.root)?;
         let sandbox_store = Store::open(config.root.join("sandboxes"))?;
         let container_store = Store::open(config.root.join("containers"))?;
         for dir in ["sandboxes", "containers", "runc"] {
@@ -60,6 +69,7 @@ impl Runtime {
             containers: Registry::new("container"),
             oom_floor: crate::oom::floor(),
             config,
+            _root_lock: root_lock,
         };
         for sandbox in runtime.sandbox_store.load_all::<Sandbox>()? {
             runtime.sandboxes.insert(sandbox.id.clone(), sandbox);
@@ -106,4 +116,25 @@ impl Runtime {
             root: self.runc_root(),
         }
     }
+}
+
+/// Takes the exclusive lock on `<root>/runtime.lock` (the descriptor is close-on-exec, so
+/// shims never hold it).
+fn lock_root(root: &Path) -> anyhow::Result<Flock<File>> {
+    std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+    let path = root.join("runtime.lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| match errno {
+        Errno::EWOULDBLOCK => anyhow::anyhow!(
+            "another skiff runtime is using {} (it holds {})",
+            root.display(),
+            path.display()
+        ),
+        errno => anyhow::anyhow!("locking {}: {errno}", path.display()),
+    })
 }

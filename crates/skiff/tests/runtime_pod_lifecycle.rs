@@ -812,14 +812,27 @@ async fn failed_network_setup_leaves_nothing() {
     assert!(err.message().contains("skiff-no-such-plugin"), "{err:?}");
     assert_eq!(mounts_under(tmp.path()), Vec::<String>::new());
 
+    // A second runtime on the same root is refused while the first lives.
+    let Err(err) = Runtime::new(config(), images.clone()) else {
+        panic!("two runtimes opened the same root");
+    };
+    assert!(
+        format!("{err:#}").contains("another skiff runtime"),
+        "{err:#}"
+    );
+
     // Nothing is listed, now or by a restarted runtime.
-    for runtime in [runtime, Runtime::new(config(), images).unwrap()] {
-        let listed = runtime
-            .list_pod_sandbox(Request::new(ListPodSandboxRequest::default()))
-            .await
-            .unwrap()
-            .into_inner()
-            .items;
-        assert!(listed.is_empty(), "{listed:?}");
-    }
+    assert_no_sandboxes(&runtime).await;
+    drop(runtime);
+    assert_no_sandboxes(&Runtime::new(config(), images).unwrap()).await;
+}
+
+async fn assert_no_sandboxes(runtime: &Runtime) {
+    let listed = runtime
+        .list_pod_sandbox(Request::new(ListPodSandboxRequest::default()))
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    assert!(listed.is_empty(), "{listed:?}");
 }

@@ -112,7 +112,11 @@ impl Runtime {
     /// The OCI runtime CLI with the runtime's state directory.
     pub(crate) fn runc(&self) -> crate::container::runc::Runc {
         crate::container::runc::Runc {
-            binary: self.config.runc.clone(),
+            binary: self
+                .config
+                .handler("")
+                .map(|handler| handler.binary.clone())
+                .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_HANDLER)),
             root: self.runc_root(),
         }
     }

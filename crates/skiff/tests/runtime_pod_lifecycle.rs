@@ -101,11 +101,11 @@ fn runtime_config(dir: &Path, net: &TestNetwork) -> RuntimeConfig {
     RuntimeConfig {
         root: dir.join("root"),
         state: dir.join("state"),
-        runc: "runc".into(),
         shim_binary: env!("CARGO_BIN_EXE_skiff").into(),
         cni_conf_dir: net.conf_dir.clone(),
         cni_bin_dirs: vec!["/usr/lib/cni".into()],
         pod_cidr: net.subnet.parse().unwrap(),
+        ..RuntimeConfig::default()
     }
 }
 
@@ -785,11 +785,11 @@ async fn failed_network_setup_leaves_nothing() {
     let config = || RuntimeConfig {
         root: tmp.path().join("root"),
         state: tmp.path().join("state"),
-        runc: "runc".into(),
         shim_binary: env!("CARGO_BIN_EXE_skiff").into(),
         cni_conf_dir: conf_dir.clone(),
         cni_bin_dirs: vec!["/usr/lib/cni".into()],
         pod_cidr: "10.99.0.0/24".parse().unwrap(),
+        ..RuntimeConfig::default()
     };
     let images = Arc::new(ImageManager::new(&tmp.path().join("root")).unwrap());
     let runtime = Runtime::new(config(), images.clone()).unwrap();

@@ -62,7 +62,7 @@ impl Runtime {
             id: container.id.clone(),
             exit_file: self.exit_file(&container.id),
             bundle,
-            runc: self.config.runc.clone(),
+            runc: self.runc().binary,
             runc_root: self.runc_root(),
             // Without a CRI log path the output is discarded.
             log_path: match container.log_path.as_os_str().is_empty() {

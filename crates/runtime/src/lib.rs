@@ -21,6 +21,7 @@ pub mod sandbox;
 pub mod server;
 pub mod shim;
 pub mod snapshot;
+pub mod streaming;
 mod store;
 
 pub use config::RuntimeConfig;

@@ -23,7 +23,7 @@ pub enum Error {
         detail: String,
     },
     /// The registry wants (other) credentials.
-    #[error("image {image}: registry authentication failed: {detail}")]
+    #[error("image {image}: unauthorized: registry authentication failed: {detail}")]
     Unauthenticated {
         /// Normalized reference.
         image: String,

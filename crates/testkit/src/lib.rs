@@ -21,8 +21,8 @@ mod spawn;
 mod sys;
 
 pub use image::{
-    Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform, PlatformManifest,
-    TarEntry, busybox, busybox_with, layer_tar,
+    ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,
+    PlatformManifest, TarEntry, archive_tar, busybox, busybox_with, layer_tar, write_files,
 };
 pub use node::{Node, NodeOptions};
 pub use proxy::{Proxy, Throttle};

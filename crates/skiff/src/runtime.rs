@@ -27,7 +27,7 @@ pub fn open(root: &Path, state: &Path, network: &NetworkArgs) -> anyhow::Result<
         ..RuntimeConfig::default()
     };
     let images = Arc::new(
-        ImageManager::new(root)
+        ImageManager::new(&config)
             .with_context(|| format!("opening image store {}", root.display()))?,
     );
     let runtime = Runtime::new(config, images.clone()).context("starting the runtime")?;

@@ -84,6 +84,7 @@ impl Runtime {
             shim_lost: false,
             log_path,
             cgroups_path: cgroups_path.clone(),
+            runtime_handler: sandbox.runtime_handler.clone(),
             config,
         };
         let prepared = self.prepare_bundle(&container, &sandbox, &image, &bundle);

@@ -94,6 +94,10 @@ pub struct Container {
     pub log_path: PathBuf,
     /// linux.cgroupsPath of the container.
     pub cgroups_path: PathBuf,
+    /// The runtime handler of its sandbox (which OCI runtime runs it); empty means the
+    /// default handler.
+    #[serde(default)]
+    pub runtime_handler: String,
 }
 
 impl Container {

@@ -15,13 +15,21 @@ const OWN_CGROUP_PREFIX: &str = "/skiff-pod-";
 impl Runtime {
     /// Creates a ready sandbox. Fails with `InvalidArgument` without config or metadata, and
     /// with `FailedPrecondition` when the pod name (name, namespace, uid, attempt) is already
-    /// taken by another sandbox. Everything created is undone on failure.
+    /// taken by another sandbox. An unconfigured `runtime_handler` fails with `Unknown`
+    /// ("no runtime for ... is configured"), the code and text containerd's
+    /// `getSandboxRuntime` error gets. Everything created is undone on failure.
     pub(crate) async fn run_pod_sandbox(
         &self,
         req: RunPodSandboxRequest,
     ) -> Result<RunPodSandboxResponse> {
         let config = required(req.config, "sandbox config")?;
         required(config.metadata.as_ref(), "sandbox metadata")?;
+        if self.config.handler(&req.runtime_handler).is_none() {
+            return Err(Error::Unknown(format!(
+                "failed to get sandbox runtime: no runtime for {:?} is configured",
+                req.runtime_handler
+            )));
+        }
         let name = super::reserved_name(&config);
         for other in self.sandboxes.all() {
             if other.lock().await.name() == name {

@@ -42,7 +42,9 @@ impl Runtime {
         handler: &str,
         pid_file: &std::path::Path,
     ) -> Result<ExecSyncResponse> {
-        let mut child = self.runc(handler).exec(&req.container_id, pid_file, &req.cmd)?;
+        let mut child = self
+            .runc(handler)
+            .exec(&req.container_id, pid_file, &req.cmd)?;
         let mut stdout_pipe = child.stdout.take().context("exec stdout")?;
         let mut stderr_pipe = child.stderr.take().context("exec stderr")?;
         let run = async {

@@ -3,13 +3,18 @@
 
 mod create;
 mod exec;
+mod mounts;
 mod refresh;
 mod remove;
+pub mod resources;
 pub mod runc;
+pub mod seccomp;
+pub mod security;
 pub mod spec;
 mod start;
 mod status;
 mod stop;
+mod update;
 pub mod user;
 
 use std::path::PathBuf;

@@ -39,7 +39,7 @@ impl Runtime {
             }
         }
         let id = crate::id::generate()?;
-        let (network, _pid, ipc) = super::namespace_modes(&config);
+        let (network, _, ipc) = super::namespace_modes(&config);
         let mut pinned = Vec::new();
         if network != NamespaceMode::Node {
             pinned.extend([ns::Kind::Net, ns::Kind::Uts]);
@@ -66,6 +66,7 @@ impl Runtime {
             network: None,
             cgroup_parent,
             owns_cgroup,
+            pid_holder: None,
         };
         if let Err(err) = self.setup_sandbox(&mut sandbox).await {
             self.abandon_sandbox(&mut sandbox).await;
@@ -91,13 +92,23 @@ impl Runtime {
             .await
             .map_err(|err| anyhow::anyhow!("namespace task: {err}"))??;
         files::write_initial(&paths.files, &hostname, sandbox.config.dns_config.as_ref())?;
+        let (_, pid, ipc) = sandbox.namespace_modes();
+        if ipc != NamespaceMode::Node {
+            super::shm::mount(&paths.files)?;
+        }
+        if pid == NamespaceMode::Pod {
+            sandbox.pid_holder = Some(self.start_pid_holder(sandbox).await?);
+        }
         if sandbox.pinned.contains(&ns::Kind::Net) {
             let netns = ns::pin_path(&paths.ns, ns::Kind::Net);
             let netns = netns.to_string_lossy();
             let attached = self.cni.add(&self.attachment(sandbox, &netns)).await?;
             sandbox.network = Some(attached);
         }
-        files::write_hosts(&paths.files, &hostname, sandbox.ip())?;
+        match sandbox.pinned.contains(&ns::Kind::Net) {
+            true => files::write_hosts(&paths.files, &hostname, sandbox.ip())?,
+            false => files::copy_host_hosts(&paths.files)?,
+        }
         Ok(())
     }
 

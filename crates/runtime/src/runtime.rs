@@ -58,7 +58,7 @@ impl Runtime {
         let root_lock = lock_root(&config.root)?;
         let sandbox_store = Store::open(config.root.join("sandboxes"))?;
         let container_store = Store::open(config.root.join("containers"))?;
-        for dir in ["sandboxes", "containers", "runc"] {
+        for dir in ["sandboxes", "containers", "oci"] {
             let dir = config.state.join(dir);
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         }
@@ -128,22 +128,32 @@ impl Runtime {
         self.bundle(id).join("exit.json")
     }
 
-    /// `runc --root` directory.
-    pub(crate) fn runc_root(&self) -> PathBuf {
-        self.config.state.join("runc")
+    /// `--root` state directory of the OCI runtime of `handler`: `<state>/oci/<handler>`
+    /// (each OCI runtime keeps its own state format, so they never share a directory).
+    pub(crate) fn runc_root(&self, handler: &str) -> PathBuf {
+        let name = match handler {
+            "" => crate::config::DEFAULT_HANDLER,
+            name => name,
+        };
+        self.config.state.join("oci").join(name)
     }
 }
 
 impl Runtime {
-    /// The OCI runtime CLI with the runtime's state directory.
-    pub(crate) fn runc(&self) -> crate::container::runc::Runc {
+    /// The OCI runtime CLI of runtime handler `handler` (`""` is the default), as recorded
+    /// on a sandbox and its containers. A handler removed from the configuration since
+    /// falls back to its name as the binary, so its containers can still be stopped.
+    pub(crate) fn runc(&self, handler: &str) -> crate::container::runc::Runc {
+        let name = match handler {
+            "" => crate::config::DEFAULT_HANDLER,
+            name => name,
+        };
         crate::container::runc::Runc {
             binary: self
                 .config
-                .handler("")
-                .map(|handler| handler.binary.clone())
-                .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_HANDLER)),
-            root: self.runc_root(),
+                .handler(name)
+                .map_or_else(|| PathBuf::from(name), |handler| handler.binary.clone()),
+            root: self.runc_root(name),
         }
     }
 }

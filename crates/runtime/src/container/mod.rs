@@ -3,13 +3,18 @@
 
 mod create;
 mod exec;
+mod mounts;
 mod refresh;
 mod remove;
+pub mod resources;
 pub mod runc;
+pub mod seccomp;
+pub mod security;
 pub mod spec;
 mod start;
 mod status;
 mod stop;
+mod update;
 pub mod user;
 
 use std::path::PathBuf;
@@ -94,6 +99,10 @@ pub struct Container {
     pub log_path: PathBuf,
     /// linux.cgroupsPath of the container.
     pub cgroups_path: PathBuf,
+    /// The runtime handler of its sandbox (which OCI runtime runs it); empty means the
+    /// default handler.
+    #[serde(default)]
+    pub runtime_handler: String,
 }
 
 impl Container {

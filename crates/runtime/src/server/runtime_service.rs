@@ -245,9 +245,9 @@ impl RuntimeService for Runtime {
 
     async fn update_container_resources(
         &self,
-        _req: Request<UpdateContainerResourcesRequest>,
+        req: Request<UpdateContainerResourcesRequest>,
     ) -> Reply<UpdateContainerResourcesResponse> {
-        unimplemented("UpdateContainerResources")
+        reply(Runtime::update_container_resources(self, req.into_inner()).await)
     }
 
     async fn reopen_container_log(

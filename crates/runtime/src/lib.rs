@@ -21,8 +21,8 @@ pub mod sandbox;
 pub mod server;
 pub mod shim;
 pub mod snapshot;
-pub mod streaming;
 mod store;
+pub mod streaming;
 
 pub use config::RuntimeConfig;
 pub use error::Error;

@@ -6,7 +6,6 @@ use anyhow::Context as _;
 use k8s_cri::v1::{ExecSyncRequest, ExecSyncResponse};
 use tokio::io::AsyncReadExt as _;
 
-use super::State;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
@@ -18,12 +17,7 @@ impl Runtime {
         if req.cmd.is_empty() {
             return Err(Error::InvalidArgument("exec command is required".into()));
         }
-        if self.current_container(&req.container_id).await?.state != State::Running {
-            return Err(Error::FailedPrecondition(format!(
-                "container {} is not running",
-                req.container_id
-            )));
-        }
+        self.running_container(&req.container_id).await?;
         let pid_file = self
             .bundle(&req.container_id)
             .join(format!("exec-{}.pid", crate::id::generate()?));
@@ -52,9 +46,7 @@ impl Runtime {
             anyhow::Ok(ExecSyncResponse {
                 stdout,
                 stderr,
-                exit_code: status.code().unwrap_or_else(|| {
-                    128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
-                }),
+                exit_code: exit_code(status),
             })
         };
         if req.timeout <= 0 {
@@ -71,6 +63,14 @@ impl Runtime {
             }
         }
     }
+}
+
+/// The exit code of `runc exec`, which is the exec'd process' one (`128 + signal` when it
+/// was killed by a signal).
+pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| {
+        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
+    })
 }
 
 /// SIGKILLs the exec'd process named in `pid_file` (runc does not forward SIGKILL).

@@ -252,9 +252,9 @@ impl RuntimeService for Runtime {
 
     async fn reopen_container_log(
         &self,
-        _req: Request<ReopenContainerLogRequest>,
+        req: Request<ReopenContainerLogRequest>,
     ) -> Reply<ReopenContainerLogResponse> {
-        unimplemented("ReopenContainerLog")
+        reply(Runtime::reopen_container_log(self, req.into_inner()).await)
     }
 
     async fn exec_sync(&self, req: Request<ExecSyncRequest>) -> Reply<ExecSyncResponse> {

@@ -2,5 +2,6 @@
 //! proxies them) and WebSocket (the v4/v5 channel protocols of current kubectl).
 
 mod backend;
+mod runtime_backend;
 
 pub use backend::{Input, Output, StreamBackend, Streams, TerminalSize};

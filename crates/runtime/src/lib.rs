@@ -21,8 +21,9 @@ pub mod sandbox;
 pub mod server;
 pub mod shim;
 pub mod snapshot;
-pub mod streaming;
 mod store;
+mod stream_backend;
+pub mod streaming;
 
 pub use config::RuntimeConfig;
 pub use error::Error;

@@ -16,6 +16,7 @@ use crate::image::ImageManager;
 use crate::registry::Registry;
 use crate::sandbox::{self, Sandbox};
 use crate::store::Store;
+use crate::streaming::StreamServer;
 
 /// The CRI runtime service (`impl RuntimeService for Runtime` is in [`crate::server`]).
 pub struct Runtime {
@@ -26,6 +27,9 @@ pub struct Runtime {
     pub(crate) container_store: Store,
     pub(crate) sandboxes: Registry<Sandbox>,
     pub(crate) containers: Registry<Container>,
+    /// The exec / attach / port-forward server (bound here, served by
+    /// [`crate::server::serve`]).
+    pub(crate) streaming: StreamServer,
     /// Lowest oom_score_adj the runtime may request (see [`crate::oom::floor`]).
     pub(crate) oom_floor: Option<i32>,
     /// Exclusive lock on `<root>/runtime.lock`, held while the runtime lives.
@@ -37,6 +41,9 @@ impl Runtime {
     /// exists, and reloads every persisted sandbox and container. Containers that kept
     /// running under their shims are picked up as they are; exits that happened while the
     /// runtime was down are read from the shims' exit files.
+    ///
+    /// The streaming server's listener is bound here, so the URLs of Exec / Attach /
+    /// PortForward are known before it is served.
     ///
     /// Errors when another runtime (another `skiff kubelet` or `skiff runtime`) uses the same
     /// root: two runtimes would manage the same containers and remove each other's socket.
@@ -60,8 +67,10 @@ impl Runtime {
             config.cni_bin_dirs.clone(),
             &config.pod_cidr,
         )?;
+        let streaming = StreamServer::bind(&config.stream)?;
         let runtime = Runtime {
             cni,
+            streaming,
             images,
             sandbox_store,
             container_store,

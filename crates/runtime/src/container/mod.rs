@@ -10,6 +10,7 @@ pub mod spec;
 mod start;
 mod status;
 mod stop;
+mod stream_request;
 pub mod user;
 
 use std::path::PathBuf;

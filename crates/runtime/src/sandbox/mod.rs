@@ -4,6 +4,7 @@
 
 pub mod files;
 pub mod ns;
+mod port_forward;
 mod remove;
 mod run;
 mod status;

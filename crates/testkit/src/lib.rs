@@ -8,7 +8,10 @@
 //! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
 //!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
 //!
-//! The API is blocking (plain threads, no async runtime), so it works from `#[test]`
+//! - [`stream`]: async clients of the CRI streaming endpoints (exec / attach /
+//!   port-forward over SPDY/3.1 and WebSocket).
+//!
+//! The API is blocking (except [`stream`]) (plain threads, no async runtime), so it works from `#[test]`
 //! and, with care for blocking, from `#[tokio::test]`.
 
 mod image;
@@ -16,6 +19,7 @@ mod node;
 mod push;
 mod registry;
 mod spawn;
+pub mod stream;
 mod sys;
 
 pub use image::{

@@ -7,13 +7,17 @@
 //!   busybox-static; [`push`] uploads an image to a registry.
 //! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
 //!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
+//! - [`cri::CriRuntime`]: a CRI runtime (`skiff runtime` or containerd 1.6) for the CRI
+//!   integration suite, with async (tokio) gRPC clients; [`pause`] is the sandbox image
+//!   it gives containerd.
 //!
 //! - [`stream`]: async clients of the CRI streaming endpoints (exec / attach /
 //!   port-forward over SPDY/3.1 and WebSocket).
 //!
-//! The API is blocking (except [`stream`]) (plain threads, no async runtime), so it works from `#[test]`
+//! Apart from [`cri`] and [`stream`], the API is blocking (plain threads, no async runtime), so it works from `#[test]`
 //! and, with care for blocking, from `#[tokio::test]`.
 
+pub mod cri;
 mod image;
 mod node;
 mod push;
@@ -24,7 +28,7 @@ mod sys;
 
 pub use image::{
     Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform, PlatformManifest,
-    TarEntry, busybox, busybox_with, layer_tar,
+    TarEntry, busybox, busybox_with, layer_tar, pause,
 };
 pub use node::{Node, NodeOptions};
 pub use push::push;

@@ -22,7 +22,6 @@ pub mod server;
 pub mod shim;
 pub mod snapshot;
 mod store;
-mod stream_backend;
 pub mod streaming;
 
 pub use config::RuntimeConfig;

@@ -30,7 +30,7 @@ impl Runtime {
     /// A TCP connection to `127.0.0.1:port` in sandbox `sandbox_id`'s network namespace
     /// (the host's for host-network sandboxes). Errors as [`Runtime::port_forward`], or
     /// with the connect error.
-    pub(crate) async fn connect_in_sandbox(
+    pub(crate) async fn port_forward_stream(
         &self,
         sandbox_id: &str,
         port: u16,

@@ -13,6 +13,7 @@ pub mod io;
 mod portforward;
 pub mod protocol;
 mod remotecommand;
+mod runtime_backend;
 mod server;
 pub mod spdy;
 mod websocket;

@@ -63,5 +63,12 @@ pub(crate) fn split_url(url: &str) -> anyhow::Result<(String, String)> {
         .strip_prefix("http://")
         .ok_or_else(|| anyhow::anyhow!("not an http:// URL: {url}"))?;
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    Ok((host.to_string(), if path.is_empty() { "/".into() } else { path.into() }))
+    Ok((
+        host.to_string(),
+        if path.is_empty() {
+            "/".into()
+        } else {
+            path.into()
+        },
+    ))
 }

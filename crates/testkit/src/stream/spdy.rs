@@ -24,7 +24,12 @@ pub struct Refused {
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "upgrade refused with HTTP {}: {}", self.status, self.body.trim())
+        write!(
+            f,
+            "upgrade refused with HTTP {}: {}",
+            self.status,
+            self.body.trim()
+        )
     }
 }
 
@@ -49,7 +54,10 @@ pub async fn upgrade(url: &str, protocols: &[&str]) -> anyhow::Result<(TcpStream
     // Read the response head byte by byte, so no SPDY byte is consumed with it.
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
-        let byte = conn.read_u8().await.context("reading the upgrade response")?;
+        let byte = conn
+            .read_u8()
+            .await
+            .context("reading the upgrade response")?;
         head.push(byte);
         if head.len() > 64 * 1024 {
             bail!("upgrade response head too long");
@@ -96,7 +104,11 @@ fn headers(pairs: &[(&str, &str)]) -> Headers {
 /// Runs an exec / attach session at `url` with `protocol` (e.g. `v4.channel.k8s.io`),
 /// the way client-go's SPDY executor does: error stream first, then the stdio streams
 /// and resize; stdin is sent and closed; everything is read to the end.
-pub async fn remote_command(url: &str, protocol: &str, session: &Session) -> anyhow::Result<Outcome> {
+pub async fn remote_command(
+    url: &str,
+    protocol: &str,
+    session: &Session,
+) -> anyhow::Result<Outcome> {
     let (conn, negotiated) = upgrade(url, &[protocol]).await?;
     if negotiated != protocol {
         bail!("server chose protocol {negotiated:?}, asked for {protocol:?}");
@@ -116,15 +128,13 @@ pub async fn remote_command(url: &str, protocol: &str, session: &Session) -> any
         true => Some(open(stream_type::STDERR).await?),
         false => None,
     };
-    let resize = match session.tty && protocol != "v2.channel.k8s.io" && protocol != "channel.k8s.io" {
-        true => Some(open(stream_type::RESIZE).await?),
-        false => None,
-    };
+    let resize =
+        match session.tty && protocol != "v2.channel.k8s.io" && protocol != "channel.k8s.io" {
+            true => Some(open(stream_type::RESIZE).await?),
+            false => None,
+        };
     if let (Some(mut resize), Some(size)) = (resize, session.resize) {
-        resize
-            .writer
-            .write_all(&serde_json::to_vec(&size)?)
-            .await?;
+        resize.writer.write_all(&serde_json::to_vec(&size)?).await?;
     }
     let send = async {
         if let (Some(mut stdin), Some(data)) = (stdin, session.stdin.as_ref()) {
@@ -173,7 +183,8 @@ pub struct Forwarded {
 impl PortForward {
     /// Upgrades `url` to a port-forward session.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
-        let (conn, _) = upgrade(url, &[skiff_runtime::streaming::protocol::portforward::V1]).await?;
+        let (conn, _) =
+            upgrade(url, &[skiff_runtime::streaming::protocol::portforward::V1]).await?;
         let (session, _) = spdy::Session::new(conn, Role::Client);
         Ok(Self {
             session,

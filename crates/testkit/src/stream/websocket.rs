@@ -63,7 +63,11 @@ fn decode(message: Message, encoding: Encoding) -> Option<(u8, Vec<u8>)> {
 /// Runs an exec / attach session at `url` over WebSocket `protocol`: sends the resize and
 /// stdin (closing stdin with the v5 close message; v4 cannot close it), and collects the
 /// channels until the server closes the socket.
-pub async fn remote_command(url: &str, protocol: &str, session: &Session) -> anyhow::Result<Outcome> {
+pub async fn remote_command(
+    url: &str,
+    protocol: &str,
+    session: &Session,
+) -> anyhow::Result<Outcome> {
     let (socket, negotiated) = connect(url, protocol).await?;
     if negotiated != protocol {
         bail!("server chose protocol {negotiated:?}, asked for {protocol:?}");
@@ -79,7 +83,8 @@ pub async fn remote_command(url: &str, protocol: &str, session: &Session) -> any
             tokio::time::sleep(session.stdin_delay).await;
             sink.send(message(ch::STDIN, data, encoding)).await?;
             if protocol.starts_with("v5.") {
-                sink.send(message(ch::CLOSE, &[ch::STDIN], encoding)).await?;
+                sink.send(message(ch::CLOSE, &[ch::STDIN], encoding))
+                    .await?;
             }
         }
         anyhow::Ok(sink)
@@ -140,12 +145,19 @@ pub async fn port_forward(
         };
         if !seen[kind] {
             if data.len() < 2 || u16::from_le_bytes([data[0], data[1]]) != ports[port] {
-                bail!("channel {id} does not start with port {}: {data:?}", ports[port]);
+                bail!(
+                    "channel {id} does not start with port {}: {data:?}",
+                    ports[port]
+                );
             }
             data.drain(..2);
             seen[kind] = true;
         }
-        let target = if kind == 0 { &mut results[port].0 } else { &mut results[port].1 };
+        let target = if kind == 0 {
+            &mut results[port].0
+        } else {
+            &mut results[port].1
+        };
         target.extend(data);
     }
     let _ = sink.close().await;

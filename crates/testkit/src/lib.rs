@@ -8,21 +8,29 @@
 //! - [`Proxy`]: a TCP proxy that slows down or stalls a server's responses ([`Throttle`]).
 //! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
 //!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
+//! - [`cri::CriRuntime`]: a CRI runtime (`skiff runtime` or containerd 1.6) for the CRI
+//!   integration suite, with async (tokio) gRPC clients; [`pause`] is the sandbox image
+//!   it gives containerd.
 //!
-//! The API is blocking (plain threads, no async runtime), so it works from `#[test]`
+//! - [`stream`]: async clients of the CRI streaming endpoints (exec / attach /
+//!   port-forward over SPDY/3.1 and WebSocket).
+//!
+//! Apart from [`cri`] and [`stream`], the API is blocking (plain threads, no async runtime), so it works from `#[test]`
 //! and, with care for blocking, from `#[tokio::test]`.
 
+pub mod cri;
 mod image;
 mod node;
 mod proxy;
 mod push;
 mod registry;
 mod spawn;
+pub mod stream;
 mod sys;
 
 pub use image::{
     ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,
-    PlatformManifest, TarEntry, archive_tar, busybox, busybox_with, layer_tar, write_files,
+    PlatformManifest, TarEntry, archive_tar, busybox, busybox_with, layer_tar, pause, write_files,
 };
 pub use node::{Node, NodeOptions};
 pub use proxy::{Proxy, Throttle};

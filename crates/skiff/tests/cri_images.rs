@@ -12,7 +12,9 @@ use anyhow::{Context, bail, ensure};
 use base64::Engine as _;
 use common::cri::{CriRuntime, Flavor};
 use k8s_cri::v1::*;
-use skiff_testkit::{Compression, Image, ImageBuilder, Layer, Platform, Registry, TarEntry};
+use skiff_testkit::{
+    Compression, Image, ImageBuilder, Layer, Platform, Proxy, Registry, TarEntry, Throttle,
+};
 use tonic::Code;
 
 common::cri_cases! {
@@ -22,6 +24,7 @@ common::cri_cases! {
     image_queries_and_removal,
     list_images_filter => skiff_only("containerd 1.6 ignores ListImagesRequest.filter (a TODO in its CRI plugin)"),
     imported_images_are_visible,
+    killed_during_a_pull,
 }
 
 fn spec(image: &str) -> Option<ImageSpec> {
@@ -374,5 +377,105 @@ async fn imported_images_are_visible(rt: &CriRuntime) -> anyhow::Result<()> {
         image_status(rt, &normalized).await?.image.is_none(),
         "removed"
     );
+    Ok(())
+}
+
+/// An image with one uncompressed layer of `size` pseudo-random bytes (incompressible).
+fn big_image(name: &str, size: usize) -> anyhow::Result<Image> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ name.len() as u64;
+    let data: Vec<u8> = (0..size)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let tar = skiff_testkit::layer_tar(&[TarEntry::file(name, 0o644, data)])?;
+    ImageBuilder::new()
+        .platform(Platform::new(
+            "amd64",
+            vec![Layer::new(tar, Compression::None)],
+        ))
+        .build()
+}
+
+/// Blob downloads in progress left in Skiff's content store (`.tmp-*`).
+fn partial_blobs(rt: &CriRuntime) -> Vec<String> {
+    let dir = rt.dir().join("rt/content/blobs/sha256");
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".tmp-"))
+        .collect()
+}
+
+/// SIGKILL of the runtime in the middle of a layer download (the registry stops sending
+/// through a proxy), then a restart: the image is not there, half or whole.
+async fn killed_during_a_pull(rt: &CriRuntime) -> anyhow::Result<()> {
+    let built = big_image(&format!("killed-{}", rt.namespace()), 2 << 20)?;
+    let repo = format!("cri/killed-{}", rt.namespace());
+    skiff_testkit::push(rt.registry_host(), &repo, "v1", &built)?;
+    let proxy = Proxy::start(
+        rt.registry_host(),
+        Throttle {
+            stall_after: Some(256 << 10),
+            ..Default::default()
+        },
+    )?;
+    allow_plain_http(rt, proxy.host())?;
+    let image = format!("{}/{repo}:v1", proxy.host());
+    let pulling = {
+        let mut client = rt.image_client();
+        let image = image.clone();
+        tokio::spawn(async move {
+            client
+                .pull_image(PullImageRequest {
+                    image: spec(&image),
+                    ..Default::default()
+                })
+                .await
+        })
+    };
+    // Wait until the layer download is under way (Skiff shows its partial blob).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while rt.flavor() == Flavor::Skiff && partial_blobs(rt).is_empty() {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the download never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    ensure!(
+        !pulling.is_finished(),
+        "the pull should hang on the stalled layer"
+    );
+    rt.kill9().await?;
+    let outcome = pulling.await?;
+    ensure!(
+        outcome.is_err(),
+        "a killed runtime cannot finish the pull: {outcome:?}"
+    );
+    rt.restart().await?;
+    ensure!(
+        image_status(rt, &image).await?.image.is_none(),
+        "no image after the restart"
+    );
+    let ids: Vec<String> = rt
+        .image_client()
+        .list_images(ListImagesRequest { filter: None })
+        .await?
+        .into_inner()
+        .images
+        .into_iter()
+        .map(|image| image.id)
+        .collect();
+    ensure!(!ids.contains(&built.config_digest().to_string()), "{ids:?}");
+    if rt.flavor() == Flavor::Skiff {
+        ensure!(partial_blobs(rt).is_empty(), "{:?}", partial_blobs(rt));
+    }
     Ok(())
 }

@@ -266,3 +266,24 @@ fn openssl(args: &[&str], input: Option<&[u8]>) -> anyhow::Result<Vec<u8>> {
     }
     Ok(output.stdout)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_and_credentials_are_decoded() {
+        assert_eq!(
+            percent_decode("repository%3Acri%2Fprivate%3Apull%2Cpush"),
+            "repository:cri/private:pull,push"
+        );
+        assert_eq!(percent_decode("a+b%2"), "a b%2");
+        let header = format!("Basic {}", STANDARD.encode("user:pa:ss"));
+        assert_eq!(
+            credentials(Some(&header)),
+            Some(("user".to_string(), "pa:ss".to_string()))
+        );
+        assert_eq!(credentials(Some("Bearer x")), None);
+        assert_eq!(credentials(None), None);
+    }
+}

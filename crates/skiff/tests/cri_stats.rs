@@ -117,12 +117,12 @@ async fn container_stats(rt: &CriRuntime) -> anyhow::Result<()> {
         first.attributes
     );
 
-    let cpu = first.cpu.clone().context("no CPU stats")?;
+    let cpu = first.cpu.context("no CPU stats")?;
     let cpu_time = value(&cpu.usage_core_nano_seconds).context("no CPU time")?;
     ensure!(cpu_time > 0, "CPU time {cpu_time}");
     ensure!(cpu.timestamp > 0, "{cpu:?}");
 
-    let memory = first.memory.clone().context("no memory stats")?;
+    let memory = first.memory.context("no memory stats")?;
     let usage = value(&memory.usage_bytes).context("no usage")?;
     let working_set = value(&memory.working_set_bytes).context("no working set")?;
     ensure!(usage > 0 && working_set > 0, "{memory:?}");

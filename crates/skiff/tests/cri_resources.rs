@@ -15,7 +15,7 @@ common::cri_cases! {
     resources_in_cgroups,
     update_running_container,
     update_created_container,
-    update_reflected_in_status => skiff_only("containerd 1.6 does not report ContainerStatus.resources"),
+    update_reflected_in_status,
     oom_kill_reported,
 }
 

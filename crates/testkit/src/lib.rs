@@ -5,14 +5,20 @@
 //! - [`ImageBuilder`] builds OCI images in memory from layer tars ([`layer_tar`]);
 //!   [`busybox`] / [`busybox_with`] build the test image with it from Debian's
 //!   busybox-static; [`push`] uploads an image to a registry.
+//! - [`Proxy`]: a TCP proxy that slows down or stalls a server's responses ([`Throttle`]).
 //! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
 //!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
+//! - [`cri::CriRuntime`]: a CRI runtime (`skiff runtime` or containerd 1.6) for the CRI
+//!   integration suite, with async (tokio) gRPC clients; [`pause`] is the sandbox image
+//!   it gives containerd.
 //!
-//! The API is blocking (plain threads, no async runtime), so it works from `#[test]`
+//! Apart from [`cri`], the API is blocking (plain threads, no async runtime), so it works from `#[test]`
 //! and, with care for blocking, from `#[tokio::test]`.
 
+pub mod cri;
 mod image;
 mod node;
+mod proxy;
 mod push;
 mod registry;
 mod spawn;
@@ -20,8 +26,9 @@ mod sys;
 
 pub use image::{
     Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform, PlatformManifest,
-    TarEntry, busybox, busybox_with, layer_tar,
+    TarEntry, busybox, busybox_with, layer_tar, pause,
 };
 pub use node::{Node, NodeOptions};
+pub use proxy::{Proxy, Throttle};
 pub use push::push;
 pub use registry::Registry;

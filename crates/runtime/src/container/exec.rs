@@ -17,11 +17,14 @@ impl Runtime {
         if req.cmd.is_empty() {
             return Err(Error::InvalidArgument("exec command is required".into()));
         }
-        self.running_container(&req.container_id).await?;
+        let handler = self
+            .running_container(&req.container_id)
+            .await?
+            .runtime_handler;
         let pid_file = self
             .bundle(&req.container_id)
             .join(format!("exec-{}.pid", crate::id::generate()?));
-        let result = self.run_exec(&req, &pid_file).await;
+        let result = self.run_exec(&req, &handler, &pid_file).await;
         let _ = crate::store::remove_file_if_exists(&pid_file);
         result
     }
@@ -29,9 +32,12 @@ impl Runtime {
     async fn run_exec(
         &self,
         req: &ExecSyncRequest,
+        handler: &str,
         pid_file: &std::path::Path,
     ) -> Result<ExecSyncResponse> {
-        let mut child = self.runc().exec(&req.container_id, pid_file, &req.cmd)?;
+        let mut child = self
+            .runc(handler)
+            .exec(&req.container_id, pid_file, &req.cmd)?;
         let mut stdout_pipe = child.stdout.take().context("exec stdout")?;
         let mut stderr_pipe = child.stderr.take().context("exec stderr")?;
         let run = async {

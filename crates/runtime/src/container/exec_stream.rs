@@ -20,6 +20,7 @@ use tokio::sync::mpsc::Receiver;
 use tokio::task::JoinHandle;
 
 use super::exec::exit_code;
+use super::runc::Runc;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use crate::shim::protocol::CHUNK;
@@ -45,102 +46,99 @@ impl Runtime {
         if cmd.is_empty() {
             return Err(Error::InvalidArgument("exec command is required".into()));
         }
-        self.running_container(container_id).await?;
+        let handler = self.running_container(container_id).await?.runtime_handler;
+        let runc = self.runc(&handler);
         let pid_file = self
             .bundle(container_id)
             .join(format!("exec-{}.pid", crate::id::generate()?));
         let result = match streams.tty {
-            true => self.exec_tty(container_id, &pid_file, &cmd, streams).await,
-            false => {
-                self.exec_pipes(container_id, &pid_file, &cmd, streams)
-                    .await
-            }
+            true => exec_tty(&runc, container_id, &pid_file, &cmd, streams).await,
+            false => exec_pipes(&runc, container_id, &pid_file, &cmd, streams).await,
         };
         let _ = crate::store::remove_file_if_exists(&pid_file);
         result
     }
+}
 
-    async fn exec_pipes(
-        &self,
-        id: &str,
-        pid_file: &Path,
-        cmd: &[String],
-        streams: Streams,
-    ) -> Result<i32> {
-        let piped = |wanted: bool| match wanted {
-            true => Stdio::piped(),
-            false => Stdio::null(),
-        };
-        let mut child = self
-            .runc()
-            .exec_command(id, pid_file, cmd, false)
-            .stdin(piped(streams.stdin.is_some()))
-            .stdout(piped(streams.stdout.is_some()))
-            .stderr(piped(streams.stderr.is_some()))
-            .spawn()
-            .context("running runc exec")?;
-        let input = match (streams.stdin, child.stdin.take()) {
-            (Some(mut from), Some(mut to)) => Some(tokio::spawn(async move {
-                // The process' stdin closes when `to` is dropped.
+async fn exec_pipes(
+    runc: &Runc,
+    id: &str,
+    pid_file: &Path,
+    cmd: &[String],
+    streams: Streams,
+) -> Result<i32> {
+    let piped = |wanted: bool| match wanted {
+        true => Stdio::piped(),
+        false => Stdio::null(),
+    };
+    let mut child = runc
+        .exec_command(id, pid_file, cmd, false)
+        .stdin(piped(streams.stdin.is_some()))
+        .stdout(piped(streams.stdout.is_some()))
+        .stderr(piped(streams.stderr.is_some()))
+        .spawn()
+        .context("running runc exec")?;
+    let input = match (streams.stdin, child.stdin.take()) {
+        (Some(mut from), Some(mut to)) => Some(tokio::spawn(async move {
+            // The process' stdin closes when `to` is dropped.
+            let _ = tokio::io::copy(&mut from, &mut to).await;
+        })),
+        _ => None,
+    };
+    let outputs = [
+        relay(child.stdout.take(), streams.stdout),
+        relay(child.stderr.take(), streams.stderr),
+    ];
+    let status = child.wait().await.context("waiting for runc exec");
+    finish(input, outputs).await;
+    Ok(exit_code(status?))
+}
+
+async fn exec_tty(
+    runc: &Runc,
+    id: &str,
+    pid_file: &Path,
+    cmd: &[String],
+    streams: Streams,
+) -> Result<i32> {
+    let pty = nix::pty::openpty(None, None).context("openpty")?;
+    let mut resize = streams.resize;
+    // Sizes already known are applied before runc reads the terminal.
+    if let Some(sizes) = resize.as_mut() {
+        while let Ok(size) = sizes.try_recv() {
+            set_size(&pty.master, size)?;
+        }
+    }
+    let terminal = |fd: &OwnedFd| fd.try_clone().map(Stdio::from);
+    let mut command = runc.exec_command(id, pid_file, cmd, true);
+    command
+        .stdin(terminal(&pty.slave)?)
+        .stdout(terminal(&pty.slave)?)
+        .stderr(terminal(&pty.slave)?);
+    let spawned = command.spawn().context("running runc exec --tty");
+    drop(command); // only runc holds the slave now: its exit ends our reads
+    drop(pty.slave);
+    let mut child = spawned?;
+    let runc = child.id().and_then(|pid| i32::try_from(pid).ok());
+    let input = streams.stdin.map(|mut from| {
+        let to = pty.master.try_clone().map(File::from);
+        tokio::spawn(async move {
+            if let Ok(to) = to {
+                let mut to = tokio::fs::File::from_std(to);
                 let _ = tokio::io::copy(&mut from, &mut to).await;
-            })),
-            _ => None,
-        };
-        let outputs = [
-            relay(child.stdout.take(), streams.stdout),
-            relay(child.stderr.take(), streams.stderr),
-        ];
-        let status = child.wait().await.context("waiting for runc exec");
-        finish(input, outputs).await;
-        Ok(exit_code(status?))
-    }
-
-    async fn exec_tty(
-        &self,
-        id: &str,
-        pid_file: &Path,
-        cmd: &[String],
-        streams: Streams,
-    ) -> Result<i32> {
-        let pty = nix::pty::openpty(None, None).context("openpty")?;
-        let mut resize = streams.resize;
-        // Sizes already known are applied before runc reads the terminal.
-        if let Some(sizes) = resize.as_mut() {
-            while let Ok(size) = sizes.try_recv() {
-                set_size(&pty.master, size)?;
             }
-        }
-        let terminal = |fd: &OwnedFd| fd.try_clone().map(Stdio::from);
-        let mut command = self.runc().exec_command(id, pid_file, cmd, true);
-        command
-            .stdin(terminal(&pty.slave)?)
-            .stdout(terminal(&pty.slave)?)
-            .stderr(terminal(&pty.slave)?);
-        let spawned = command.spawn().context("running runc exec --tty");
-        drop(command); // only runc holds the slave now: its exit ends our reads
-        drop(pty.slave);
-        let mut child = spawned?;
-        let runc = child.id().and_then(|pid| i32::try_from(pid).ok());
-        let input = streams.stdin.map(|mut from| {
-            let to = pty.master.try_clone().map(File::from);
-            tokio::spawn(async move {
-                if let Ok(to) = to {
-                    let mut to = tokio::fs::File::from_std(to);
-                    let _ = tokio::io::copy(&mut from, &mut to).await;
-                }
-            })
-        });
-        let resizer =
-            resize.map(|sizes| tokio::spawn(resize_loop(pty.master.try_clone(), sizes, runc)));
-        let output = tokio::fs::File::from_std(File::from(pty.master.try_clone()?));
-        let outputs = [relay(Some(output), streams.stdout), None];
-        let status = child.wait().await.context("waiting for runc exec");
-        if let Some(resizer) = resizer {
-            resizer.abort();
-        }
-        finish(input, outputs).await;
-        Ok(exit_code(status?))
+        })
+    });
+    let resizer =
+        resize.map(|sizes| tokio::spawn(resize_loop(pty.master.try_clone(), sizes, runc)));
+    let output = tokio::fs::File::from_std(File::from(pty.master.try_clone()?));
+    let outputs = [relay(Some(output), streams.stdout), None];
+    let status = child.wait().await.context("waiting for runc exec");
+    if let Some(resizer) = resizer {
+        resizer.abort();
     }
+    finish(input, outputs).await;
+    Ok(exit_code(status?))
 }
 
 /// Applies each size to the terminal and tells runc (SIGWINCH) to pass it on.

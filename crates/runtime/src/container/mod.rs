@@ -6,14 +6,19 @@ mod attach;
 mod create;
 mod exec;
 mod exec_stream;
+mod mounts;
 mod refresh;
 mod remove;
 mod reopen_log;
+pub mod resources;
 pub mod runc;
+pub mod seccomp;
+pub mod security;
 pub mod spec;
 mod start;
 mod status;
 mod stop;
+mod update;
 pub mod user;
 
 use std::path::PathBuf;
@@ -98,6 +103,10 @@ pub struct Container {
     pub log_path: PathBuf,
     /// linux.cgroupsPath of the container.
     pub cgroups_path: PathBuf,
+    /// The runtime handler of its sandbox (which OCI runtime runs it); empty means the
+    /// default handler.
+    #[serde(default)]
+    pub runtime_handler: String,
 }
 
 impl Container {

@@ -1,6 +1,10 @@
-//! Shared pieces of the end-to-end tests: a registry with the busybox test image and a node.
+//! Shared pieces of the end-to-end tests: a registry with the busybox test image and a node;
+//! [`cri`]: the CRI suite's `cri_cases!` (one test per runtime flavor).
 
-#![allow(dead_code)] // each test binary uses its own subset
+#![allow(dead_code, unused_imports, unused_macros)] // each test binary uses its own subset
+
+pub mod cri;
+pub(crate) use cri::cri_cases;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -70,6 +70,22 @@ pub fn busybox_with(options: &ImageOptions) -> anyhow::Result<Image> {
     builder.build()
 }
 
+/// A stand-in for the Kubernetes pause image, for runtimes that run a sandbox container
+/// (containerd's `sandbox_image`): the busybox layer with `Entrypoint
+/// ["/bin/sleep", "2147483647"]`.
+///
+/// Tests cannot fetch `registry.k8s.io/pause` (no internet). The stand-in holds the pod's
+/// namespaces just as well; unlike the real pause it does not reap zombies of a shared
+/// PID namespace and, as PID 1, ignores SIGTERM, so stopping the sandbox takes the
+/// runtime's SIGKILL path.
+pub fn pause() -> anyhow::Result<Image> {
+    let config = json!({"Env": [PATH_ENV], "Entrypoint": ["/bin/sleep", "2147483647"]});
+    let layer = Layer::new(busybox_layer()?, Compression::Gzip);
+    ImageBuilder::new()
+        .platform(Platform::new("amd64", vec![layer]).config(config))
+        .build()
+}
+
 /// The uncompressed busybox layer.
 fn busybox_layer() -> anyhow::Result<Vec<u8>> {
     let binary = std::fs::read(BUSYBOX).with_context(|| format!("reading {BUSYBOX}"))?;

@@ -9,7 +9,7 @@ use anyhow::bail;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-pub use busybox::{ImageOptions, busybox, busybox_with};
+pub use busybox::{ImageOptions, busybox, busybox_with, pause};
 pub use layer::{Compression, Layer, TarEntry, layer_tar};
 
 /// Which media types the manifests, configs and layers use.

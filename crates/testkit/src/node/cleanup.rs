@@ -14,7 +14,7 @@ use crate::sys;
 /// Removes, in order: runc containers under `<dir>/st/runc`, processes mentioning
 /// `dir`, iptables rules of `network`, mounts under `dir`, the `bridge`, pod cgroups
 /// and `/var/log/pods` directories of `uids`, and finally `dir`. Errors are ignored.
-pub(super) fn force(dir: &Path, network: &str, bridge: &str, uids: &BTreeSet<String>) {
+pub(crate) fn force(dir: &Path, network: &str, bridge: &str, uids: &BTreeSet<String>) {
     runc_containers(&dir.join("st/runc"));
     let me = std::process::id();
     for (pid, _) in leftovers::processes_mentioning(dir) {

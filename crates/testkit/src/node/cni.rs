@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::sys;
 
 /// A random `10.<240..255>.<0..255>.0/24` not already on a host interface.
-pub(super) fn free_subnet() -> anyhow::Result<String> {
+pub(crate) fn free_subnet() -> anyhow::Result<String> {
     let out = Command::new("ip")
         .args(["-o", "-4", "addr", "show"])
         .output()?;
@@ -26,7 +26,7 @@ pub(super) fn free_subnet() -> anyhow::Result<String> {
 
 /// Writes `<conf_dir>/10-test.conflist`: bridge (gateway, masquerade, host-local IPAM
 /// with a default route, state in `ipam_dir`) and portmap.
-pub(super) fn write_conflist(
+pub(crate) fn write_conflist(
     conf_dir: &Path,
     network: &str,
     bridge: &str,

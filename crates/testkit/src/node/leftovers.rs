@@ -9,10 +9,10 @@ use std::process::Command;
 const CGROUP_FS: &str = "/sys/fs/cgroup";
 const CGROUP_DEPTH: usize = 5;
 /// The tables where the bridge (ipMasq) and portmap plugins add rules.
-pub(super) const IPTABLES_TABLES: [&str; 2] = ["nat", "filter"];
+pub(crate) const IPTABLES_TABLES: [&str; 2] = ["nat", "filter"];
 
 /// Mount points under `dir`, in /proc/self/mountinfo order (parents before children).
-pub(super) fn mounts_under(dir: &Path) -> Vec<String> {
+pub(crate) fn mounts_under(dir: &Path) -> Vec<String> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };
@@ -51,7 +51,7 @@ fn unescape_mountinfo(field: &str) -> String {
 
 /// host-local reservations under its `dataDir` (`<network>/<ip>` files; `lock` and
 /// `last_reserved_ip.*` are bookkeeping, not reservations).
-pub(super) fn ip_reservations(ipam_dir: &Path) -> Vec<String> {
+pub(crate) fn ip_reservations(ipam_dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let Ok(networks) = std::fs::read_dir(ipam_dir) else {
         return found;
@@ -77,7 +77,7 @@ pub(super) fn ip_reservations(ipam_dir: &Path) -> Vec<String> {
 }
 
 /// Interfaces enslaved to `bridge` (the pods' host-side veths).
-pub(super) fn veths(bridge: &str) -> Vec<String> {
+pub(crate) fn veths(bridge: &str) -> Vec<String> {
     let Ok(out) = Command::new("ip")
         .args(["-o", "link", "show", "master", bridge])
         .output()
@@ -97,7 +97,7 @@ pub(super) fn veths(bridge: &str) -> Vec<String> {
 }
 
 /// `(pid, command line)` of processes whose command line mentions `dir`.
-pub(super) fn processes_mentioning(dir: &Path) -> Vec<(u32, String)> {
+pub(crate) fn processes_mentioning(dir: &Path) -> Vec<(u32, String)> {
     let needle = dir.display().to_string();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -120,7 +120,7 @@ pub(super) fn processes_mentioning(dir: &Path) -> Vec<(u32, String)> {
 
 /// `(table, rule)` for iptables rules (`-S` format) that mention `network` (the CNI
 /// plugins put `name: "<network>"` in their rule comments).
-pub(super) fn iptables_rules(network: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn iptables_rules(network: &str) -> Vec<(&'static str, String)> {
     let needle = format!("\\\"{network}\\\"");
     let mut found = Vec::new();
     for table in IPTABLES_TABLES {
@@ -134,7 +134,7 @@ pub(super) fn iptables_rules(network: &str) -> Vec<(&'static str, String)> {
 }
 
 /// `iptables -t <table> -S` lines (empty on error).
-pub(super) fn iptables_list(table: &str) -> Vec<String> {
+pub(crate) fn iptables_list(table: &str) -> Vec<String> {
     Command::new("iptables")
         .args(["-w", "-t", table, "-S"])
         .output()
@@ -149,7 +149,7 @@ pub(super) fn iptables_list(table: &str) -> Vec<String> {
 
 /// cgroup directories named after one of `uids` (`pod<uid>` for the cgroupfs driver,
 /// `...pod<uid with _>.slice` for systemd) under `/sys/fs/cgroup/*/kubepods*`.
-pub(super) fn pod_cgroups(uids: &BTreeSet<String>) -> Vec<PathBuf> {
+pub(crate) fn pod_cgroups(uids: &BTreeSet<String>) -> Vec<PathBuf> {
     let names: Vec<(String, String)> = uids
         .iter()
         .map(|u| {

@@ -1,8 +1,8 @@
 //! A running `skiff kubelet` with private directories, CNI network and read-only port.
 
-mod cleanup;
-mod cni;
-mod leftovers;
+pub(crate) mod cleanup;
+pub(crate) mod cni;
+pub(crate) mod leftovers;
 
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
@@ -61,7 +61,7 @@ impl Node {
     /// Errors: the binary cannot be spawned, or it exits or is not healthy in time (the
     /// message includes the tail of `kubelet.log`). The directory is removed on error.
     pub fn start(opts: NodeOptions) -> anyhow::Result<Node> {
-        let (id, dir) = create_unique_dir()?;
+        let (id, dir) = create_unique_dir("sk")?;
         let mut node = Node {
             opts,
             dir,
@@ -427,19 +427,19 @@ fn items(list: &Value) -> &[Value] {
         .unwrap_or_default()
 }
 
-/// Creates `/tmp/sk-<8 hex>` and returns the hex id and the path.
-fn create_unique_dir() -> anyhow::Result<(String, PathBuf)> {
+/// Creates `/tmp/<prefix>-<8 hex>` and returns the hex id and the path.
+pub(crate) fn create_unique_dir(prefix: &str) -> anyhow::Result<(String, PathBuf)> {
     for _ in 0..16 {
         let id: String = sys::random_bytes::<4>()?
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        let dir = PathBuf::from(format!("/tmp/sk-{id}"));
+        let dir = PathBuf::from(format!("/tmp/{prefix}-{id}"));
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok((id, dir)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
         }
     }
-    bail!("could not create a unique /tmp/sk-* directory")
+    bail!("could not create a unique /tmp/{prefix}-* directory")
 }

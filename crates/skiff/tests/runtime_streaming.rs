@@ -26,6 +26,17 @@ fn is_root() -> bool {
     })
 }
 
+fn runtime_config(dir: &Path) -> RuntimeConfig {
+    RuntimeConfig {
+        root: dir.join("root"),
+        state: dir.join("state"),
+        shim_binary: env!("CARGO_BIN_EXE_skiff").into(),
+        cni_conf_dir: dir.join("cni"),
+        cni_bin_dirs: vec!["/usr/lib/cni".into()],
+        ..RuntimeConfig::default()
+    }
+}
+
 /// A runtime on its own directories with the busybox test image pulled, and a host-network
 /// pod sandbox (no CNI needed).
 struct Fixture {
@@ -46,7 +57,7 @@ impl Fixture {
         let image = skiff_testkit::busybox().unwrap();
         let reference =
             skiff_testkit::push(registry.host(), "busybox", "streaming-test", &image).unwrap();
-        let images = Arc::new(ImageManager::new(&tmp.path().join("root")).unwrap());
+        let images = Arc::new(ImageManager::new(&runtime_config(tmp.path())).unwrap());
         images.pull(&reference, None).await.unwrap();
         Fixture {
             tmp,
@@ -62,15 +73,7 @@ impl Fixture {
 
     /// A (re)started runtime on the fixture's state.
     fn runtime(&self) -> Arc<Runtime> {
-        let config = RuntimeConfig {
-            root: self.dir().join("root"),
-            state: self.dir().join("state"),
-            shim_binary: env!("CARGO_BIN_EXE_skiff").into(),
-            cni_conf_dir: self.dir().join("cni"),
-            cni_bin_dirs: vec!["/usr/lib/cni".into()],
-            ..RuntimeConfig::default()
-        };
-        Runtime::new(config, self.images.clone()).unwrap()
+        Runtime::new(runtime_config(self.dir()), self.images.clone()).unwrap()
     }
 
     fn sandbox_config(&self) -> PodSandboxConfig {

@@ -373,7 +373,18 @@ async fn exec_attach_tty_and_log_reopening() {
     resize(&client, 77, 22).await;
     send(&mut client, "stty size; echo $TERM\n").await;
     read_until(&mut client.stdout, "22 77\r\nxterm").await;
-    attach.abort();
+    // Without stdin_once (or with a tty) the end of the client's stdin ends the session
+    // and leaves the container running.
+    drop(client.stdin.take());
+    tokio::time::timeout(STEP, attach)
+        .await
+        .expect("the session ends with its stdin")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        status(&runtime, &shell).await.state,
+        ContainerState::ContainerRunning as i32
+    );
 
     // Streaming exec with pipes: stdin in, stdout and stderr apart, the exit code out.
     let (session, mut client) = streams(true, false);

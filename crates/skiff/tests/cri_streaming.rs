@@ -92,8 +92,7 @@ fn ensure_outcome(outcome: &Outcome, stdout: &str, stderr: &str, code: i32) -> a
         outcome.stdout == stdout.as_bytes()
             && outcome.stderr == stderr.as_bytes()
             && outcome.exit_code() == Some(code),
-        "expected stdout {stdout:?}, stderr {stderr:?}, exit code {code}; got {outcome:?} (error stream {:?})",
-        String::from_utf8_lossy(&outcome.error)
+        "expected stdout {stdout:?}, stderr {stderr:?}, exit code {code}; got {outcome:?}"
     );
     Ok(())
 }

@@ -27,6 +27,10 @@ pub enum Error {
     /// An operation ran out of its time budget (ExecSync timeout).
     #[error("{0}")]
     Timeout(String),
+    /// A failure containerd reports as a plain error (gRPC `Unknown`), e.g. an unknown
+    /// runtime handler at RunPodSandbox.
+    #[error("{0}")]
+    Unknown(String),
     /// Anything else: I/O, runc, CNI plugin failures.
     #[error("{0:#}")]
     Internal(#[from] anyhow::Error),
@@ -63,6 +67,7 @@ impl From<Error> for tonic::Status {
             Error::FailedPrecondition(_) => tonic::Status::failed_precondition(msg),
             Error::ResourceExhausted(_) => tonic::Status::resource_exhausted(msg),
             Error::Timeout(_) => tonic::Status::deadline_exceeded(msg),
+            Error::Unknown(_) => tonic::Status::unknown(msg),
             Error::Internal(_) => tonic::Status::internal(msg),
         }
     }

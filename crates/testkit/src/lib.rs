@@ -5,6 +5,7 @@
 //! - [`ImageBuilder`] builds OCI images in memory from layer tars ([`layer_tar`]);
 //!   [`busybox`] / [`busybox_with`] build the test image with it from Debian's
 //!   busybox-static; [`push`] uploads an image to a registry.
+//! - [`Proxy`]: a TCP proxy that slows down or stalls a server's responses ([`Throttle`]).
 //! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
 //!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
 //! - [`cri::CriRuntime`]: a CRI runtime (`skiff runtime` or containerd 1.6) for the CRI
@@ -20,6 +21,7 @@
 pub mod cri;
 mod image;
 mod node;
+mod proxy;
 mod push;
 mod registry;
 mod spawn;
@@ -31,5 +33,6 @@ pub use image::{
     TarEntry, busybox, busybox_with, layer_tar, pause,
 };
 pub use node::{Node, NodeOptions};
+pub use proxy::{Proxy, Throttle};
 pub use push::push;
 pub use registry::Registry;

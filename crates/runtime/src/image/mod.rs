@@ -6,20 +6,26 @@
 
 mod content;
 mod error;
+mod inflight;
 mod lease;
+mod progress;
 mod pull;
 mod reference;
 mod registry;
 mod store;
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 
 pub use error::Error;
 
+use crate::config::{RegistryHost, RuntimeConfig};
 use crate::snapshot::Snapshotter;
 use content::ContentStore;
+use inflight::InFlight;
 use lease::Leases;
 use store::MetadataStore;
 
@@ -49,12 +55,26 @@ pub struct ImageManager {
     images: MetadataStore,
     snapshotter: Snapshotter,
     leases: Leases,
+    /// Blobs being downloaded, so that concurrent pulls fetch a shared blob once.
+    inflight: InFlight,
+    pull: PullSettings,
+}
+
+/// What pulls take from the [`RuntimeConfig`].
+#[derive(Debug, Clone)]
+pub struct PullSettings {
+    /// Mirrors, plain-HTTP hosts and default credentials, by registry host.
+    pub registries: BTreeMap<String, RegistryHost>,
+    /// A pull that receives nothing for this long fails with [`Error::NoProgress`].
+    pub progress_timeout: Duration,
 }
 
 impl ImageManager {
-    /// Opens (or creates) the image store under `root`, dropping leftovers of interrupted
-    /// pulls (partial blobs, half-unpacked layers).
-    pub fn new(root: &Path) -> anyhow::Result<Self> {
+    /// Opens (or creates) the image store under `config.root`, dropping leftovers of
+    /// interrupted pulls (partial blobs, half-unpacked layers). Pulls use the configured
+    /// `registries` and `pull_progress_timeout`.
+    pub fn new(config: &RuntimeConfig) -> anyhow::Result<Self> {
+        let root = &config.root;
         let dir = |name: &str| -> PathBuf { root.join(name) };
         let content = ContentStore::new(&dir("content"))
             .with_context(|| format!("open content store {}", dir("content").display()))?;
@@ -66,6 +86,11 @@ impl ImageManager {
             images,
             snapshotter,
             leases: Leases::default(),
+            inflight: InFlight::default(),
+            pull: PullSettings {
+                registries: config.registries.clone(),
+                progress_timeout: config.pull_progress_timeout,
+            },
         })
     }
 

@@ -1,6 +1,7 @@
 //! CRI v1 gRPC services: RuntimeService and ImageService on a unix socket.
 
 mod image_service;
+mod info;
 mod runtime_service;
 
 use std::future::Future;
@@ -42,6 +43,12 @@ async fn serve_owned(
     let listener = tokio::net::UnixListener::bind(socket)
         .with_context(|| format!("binding {}", socket.display()))?;
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    // Open GetContainerEvents streams would keep the graceful shutdown waiting.
+    let events_runtime = runtime.clone();
+    let shutdown = async move {
+        shutdown.await;
+        events_runtime.events.close();
+    };
     let stop = tokio_util::sync::CancellationToken::new();
     let streaming = runtime
         .streaming

@@ -183,7 +183,7 @@ impl Snapshotter {
         }
         let mount = Mount {
             lowerdirs,
-            upperdir: dir.join("upper"),
+            upperdir: self.upper_dir(key)?,
             workdir: dir.join("work"),
         };
         let empty_lower = chain_ids.is_empty().then(|| dir.join("lower"));
@@ -205,6 +205,11 @@ impl Snapshotter {
             }
             _ => Ok(()),
         }
+    }
+
+    /// The writable (overlayfs upper) directory of snapshot `key`, whether or not it exists.
+    pub fn upper_dir(&self, key: &str) -> anyhow::Result<PathBuf> {
+        Ok(self.active_dir(key)?.join("upper"))
     }
 
     /// Chain IDs of the layers under any active snapshot (they must not be removed).

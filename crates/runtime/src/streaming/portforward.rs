@@ -106,7 +106,11 @@ async fn forward_spdy(
         Ok(port) if port > 0 => {
             forward(&*backend, &sandbox_id, port, data.reader, data.writer, gone).await
         }
-        _ => Err(format!("invalid port {port:?}")),
+        _ => {
+            let mut data_out = data.writer;
+            let _ = data_out.shutdown().await;
+            Err(format!("invalid port {port:?}"))
+        }
     };
     if let Err(err) = result {
         let message = format!("error forwarding port {port} to pod {sandbox_id}: {err}");
@@ -154,9 +158,9 @@ pub async fn serve_websocket(
 }
 
 /// Connects to `port` in the sandbox and copies both ways: the client's end of data
-/// half-closes the pod connection, the pod's end of data ends the forward (and the
-/// client's data stream). Ends early when `gone` is cancelled. Only a failed connect is
-/// an error (its message is for the client).
+/// half-closes the pod connection, the pod's end of data ends the forward. Ends early
+/// when `gone` is cancelled. The client's data stream is ended (SPDY FIN) in every case.
+/// Only a failed connect is an error (its message is for the client).
 async fn forward<R, W>(
     backend: &dyn StreamBackend,
     sandbox_id: &str,
@@ -169,10 +173,13 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let tcp = backend
-        .port_forward(sandbox_id, port)
-        .await
-        .map_err(|err| err.to_string())?;
+    let tcp = match backend.port_forward(sandbox_id, port).await {
+        Ok(tcp) => tcp,
+        Err(err) => {
+            let _ = to_client.shutdown().await;
+            return Err(err.to_string());
+        }
+    };
     let (mut pod_read, mut pod_write) = tcp.into_split();
     let upstream = async {
         let _ = tokio::io::copy(&mut from_client, &mut pod_write).await;

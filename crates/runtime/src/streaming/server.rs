@@ -195,16 +195,18 @@ async fn port_forward(
     let Some(cache::Request::PortForward(forward)) = state.cache.consume(&token) else {
         return not_found();
     };
-    let (backend, sandbox_id) = (state.backend, forward.pod_sandbox_id);
+    let backend = state.backend;
     if !is_websocket(req.headers()) {
+        let sandbox_id = forward.pod_sandbox_id;
         return spdy_upgrade(req, portforward::SPDY_PROTOCOLS, move |io, _| {
             portforward::serve_spdy(io, sandbox_id, backend)
         });
     }
-    let ports = match websocket_ports(&query) {
+    let ports = match websocket_ports(&forward.port, &query) {
         Ok(ports) => ports,
         Err(msg) => return (StatusCode::BAD_REQUEST, msg).into_response(),
     };
+    let sandbox_id = forward.pod_sandbox_id;
     websocket_upgrade(
         req,
         portforward::WEBSOCKET_PROTOCOLS,
@@ -215,16 +217,29 @@ async fn port_forward(
     .await
 }
 
-/// The `port` query parameters of a WebSocket port-forward (at least one, each 1-65535).
-fn websocket_ports(query: &[(String, String)]) -> std::result::Result<Vec<u16>, String> {
-    let ports = query
-        .iter()
-        .filter(|(key, _)| key == "port")
-        .map(|(_, value)| match value.parse::<u16>() {
-            Ok(port) if port > 0 => Ok(port),
-            _ => Err(format!("invalid port {value:?}")),
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+/// The ports of a WebSocket port-forward: those of the CRI request (upstream
+/// `BuildV4Options(pf.Port)`), else the `port` query parameters (the kubelet's own
+/// endpoint); at least one, each 1-65535.
+fn websocket_ports(
+    requested: &[i32],
+    query: &[(String, String)],
+) -> std::result::Result<Vec<u16>, String> {
+    let parse = |value: &str| match value.parse::<u16>() {
+        Ok(port) if port > 0 => Ok(port),
+        _ => Err(format!("invalid port {value:?}")),
+    };
+    let ports = if requested.is_empty() {
+        query
+            .iter()
+            .filter(|(key, _)| key == "port")
+            .map(|(_, value)| parse(value))
+            .collect::<std::result::Result<Vec<_>, _>>()?
+    } else {
+        requested
+            .iter()
+            .map(|port| parse(&port.to_string()))
+            .collect::<std::result::Result<Vec<_>, _>>()?
+    };
     if ports.is_empty() {
         return Err("query parameter \"port\" is required".into());
     }
@@ -385,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn websocket_ports_come_from_the_query() {
+    fn websocket_ports_come_from_the_request_or_the_query() {
         let query = |items: &[(&str, &str)]| {
             items
                 .iter()
@@ -393,12 +408,17 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            websocket_ports(&query(&[("port", "80"), ("port", "8080")])),
+            websocket_ports(&[], &query(&[("port", "80"), ("port", "8080")])),
             Ok(vec![80, 8080])
         );
-        assert!(websocket_ports(&query(&[])).is_err());
-        assert!(websocket_ports(&query(&[("port", "0")])).is_err());
-        assert!(websocket_ports(&query(&[("port", "x")])).is_err());
+        assert_eq!(
+            websocket_ports(&[81], &query(&[("port", "80")])),
+            Ok(vec![81])
+        );
+        assert!(websocket_ports(&[], &query(&[])).is_err());
+        assert!(websocket_ports(&[70000], &[]).is_err());
+        assert!(websocket_ports(&[], &query(&[("port", "0")])).is_err());
+        assert!(websocket_ports(&[], &query(&[("port", "x")])).is_err());
     }
 
     #[test]

@@ -29,8 +29,8 @@ pub struct Session {
     pub resize: Option<TerminalSizeMessage>,
 }
 
-/// How a remote command session ended.
-#[derive(Debug, Clone, Default)]
+/// How a remote command session ended (`Debug` shows the streams as text).
+#[derive(Clone, Default)]
 pub struct Outcome {
     /// All of stdout.
     pub stdout: Vec<u8>,
@@ -54,6 +54,16 @@ impl Outcome {
     /// stdout as text.
     pub fn stdout_text(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+}
+
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outcome")
+            .field("stdout", &String::from_utf8_lossy(&self.stdout))
+            .field("stderr", &String::from_utf8_lossy(&self.stderr))
+            .field("error", &String::from_utf8_lossy(&self.error))
+            .finish()
     }
 }
 

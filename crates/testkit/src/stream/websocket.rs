@@ -111,8 +111,8 @@ pub async fn remote_command(
     outcome
 }
 
-/// Forwards one connection to each of `ports` over WebSocket `protocol` (`url` gets the
-/// `?port=` query): sends `request` on every data channel, then collects what each port
+/// Forwards one connection to each of `ports` over WebSocket `protocol` (the ports of
+/// the CRI request; `url` also gets them as the `?port=` query): sends `request` on every data channel, then collects what each port
 /// answered and each error channel's text, until the server closes the socket. Checks the
 /// 2-byte port prefix of every channel.
 pub async fn port_forward(

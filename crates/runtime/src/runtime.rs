@@ -16,6 +16,7 @@ use crate::image::ImageManager;
 use crate::registry::Registry;
 use crate::sandbox::{self, Sandbox};
 use crate::store::Store;
+use crate::streaming::StreamServer;
 
 /// The CRI runtime service (`impl RuntimeService for Runtime` is in [`crate::server`]).
 pub struct Runtime {
@@ -26,8 +27,17 @@ pub struct Runtime {
     pub(crate) container_store: Store,
     pub(crate) sandboxes: Registry<Sandbox>,
     pub(crate) containers: Registry<Container>,
+    /// The exec / attach / port-forward server (bound here, served by
+    /// [`crate::server::serve`]).
+    pub(crate) streaming: StreamServer,
     /// Lowest oom_score_adj the runtime may request (see [`crate::oom::floor`]).
     pub(crate) oom_floor: Option<i32>,
+    /// Container lifecycle events (GetContainerEvents).
+    pub(crate) events: crate::events::Events,
+    /// Watches the bundles for the shims' exit files.
+    pub(crate) exit_watcher: crate::events::watcher::ExitWatcher,
+    /// Statistics collector (cgroup layout, previous CPU readings).
+    pub(crate) stats: crate::stats::Collector,
     /// Exclusive lock on `<root>/runtime.lock`, held while the runtime lives.
     _root_lock: Flock<File>,
 }
@@ -36,7 +46,12 @@ impl Runtime {
     /// Opens the runtime: creates its directories, writes the default CNI conflist if none
     /// exists, and reloads every persisted sandbox and container. Containers that kept
     /// running under their shims are picked up as they are; exits that happened while the
-    /// runtime was down are read from the shims' exit files.
+    /// runtime was down are read from the shims' exit files (and reported as STOPPED events
+    /// to the first GetContainerEvents subscriber). Starts the exit watcher when called
+    /// inside a tokio runtime.
+    ///
+    /// The streaming server's listener is bound here, so the URLs of Exec / Attach /
+    /// PortForward are known before it is served.
     ///
     /// Errors when another runtime (another `skiff kubelet` or `skiff runtime`) uses the same
     /// root: two runtimes would manage the same containers and remove each other's socket.
@@ -50,7 +65,7 @@ impl Runtime {
         let root_lock = lock_root(&config.root)?;
         let sandbox_store = Store::open(config.root.join("sandboxes"))?;
         let container_store = Store::open(config.root.join("containers"))?;
-        for dir in ["sandboxes", "containers", "runc"] {
+        for dir in ["sandboxes", "containers", "oci"] {
             let dir = config.state.join(dir);
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         }
@@ -60,27 +75,47 @@ impl Runtime {
             config.cni_bin_dirs.clone(),
             &config.pod_cidr,
         )?;
+        let streaming = StreamServer::bind(&config.stream)?;
         let runtime = Runtime {
             cni,
+            streaming,
             images,
             sandbox_store,
             container_store,
             sandboxes: Registry::new("pod sandbox"),
             containers: Registry::new("container"),
             oom_floor: crate::oom::floor(),
+            events: crate::events::Events::default(),
+            exit_watcher: crate::events::watcher::ExitWatcher::default(),
+            stats: crate::stats::Collector::new(),
             config,
             _root_lock: root_lock,
         };
         for sandbox in runtime.sandbox_store.load_all::<Sandbox>()? {
+            if !sandbox.ready {
+                runtime.events.mark_stopped(&sandbox.id);
+            }
             runtime.sandboxes.insert(sandbox.id.clone(), sandbox);
         }
         for mut container in runtime.container_store.load_all::<Container>()? {
+            let was_running = container.state == crate::container::State::Running;
             if let Err(err) = runtime.refresh(&mut container) {
                 tracing::warn!(id = %container.id, "reading container exit: {err:#}");
             }
+            if container.state == crate::container::State::Exited {
+                if was_running {
+                    runtime
+                        .events
+                        .push_backlog(&container.id, &container.sandbox_id);
+                } else {
+                    runtime.events.mark_stopped(&container.id);
+                }
+            }
             runtime.containers.insert(container.id.clone(), container);
         }
-        Ok(Arc::new(runtime))
+        let runtime = Arc::new(runtime);
+        crate::events::watcher::start(&runtime);
+        Ok(runtime)
     }
 
     /// Per-sandbox volatile paths.
@@ -102,22 +137,32 @@ impl Runtime {
         self.bundle(id).join("exit.json")
     }
 
-    /// `runc --root` directory.
-    pub(crate) fn runc_root(&self) -> PathBuf {
-        self.config.state.join("runc")
+    /// `--root` state directory of the OCI runtime of `handler`: `<state>/oci/<handler>`
+    /// (each OCI runtime keeps its own state format, so they never share a directory).
+    pub(crate) fn runc_root(&self, handler: &str) -> PathBuf {
+        let name = match handler {
+            "" => crate::config::DEFAULT_HANDLER,
+            name => name,
+        };
+        self.config.state.join("oci").join(name)
     }
 }
 
 impl Runtime {
-    /// The OCI runtime CLI with the runtime's state directory.
-    pub(crate) fn runc(&self) -> crate::container::runc::Runc {
+    /// The OCI runtime CLI of runtime handler `handler` (`""` is the default), as recorded
+    /// on a sandbox and its containers. A handler removed from the configuration since
+    /// falls back to its name as the binary, so its containers can still be stopped.
+    pub(crate) fn runc(&self, handler: &str) -> crate::container::runc::Runc {
+        let name = match handler {
+            "" => crate::config::DEFAULT_HANDLER,
+            name => name,
+        };
         crate::container::runc::Runc {
             binary: self
                 .config
-                .handler("")
-                .map(|handler| handler.binary.clone())
-                .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_HANDLER)),
-            root: self.runc_root(),
+                .handler(name)
+                .map_or_else(|| PathBuf::from(name), |handler| handler.binary.clone()),
+            root: self.runc_root(name),
         }
     }
 }

@@ -204,7 +204,13 @@ impl Fixture {
         let image = skiff_testkit::busybox().unwrap();
         let reference =
             skiff_testkit::push(registry.host(), "busybox", "runtime-test", &image).unwrap();
-        let images = Arc::new(ImageManager::new(&tmp.path().join("root")).unwrap());
+        let images = Arc::new(
+            ImageManager::new(&RuntimeConfig {
+                root: tmp.path().join("root"),
+                ..RuntimeConfig::default()
+            })
+            .unwrap(),
+        );
         let record = images.pull(&reference, None).await.unwrap();
         assert_eq!(record.id, image.config_digest());
         Fixture {
@@ -451,7 +457,13 @@ async fn failed_network_setup_leaves_nothing() {
         pod_cidr: "10.99.0.0/24".parse().unwrap(),
         ..RuntimeConfig::default()
     };
-    let images = Arc::new(ImageManager::new(&tmp.path().join("root")).unwrap());
+    let images = Arc::new(
+        ImageManager::new(&RuntimeConfig {
+            root: tmp.path().join("root"),
+            ..RuntimeConfig::default()
+        })
+        .unwrap(),
+    );
     let runtime = Runtime::new(config(), images.clone()).unwrap();
     let err = runtime
         .run_pod_sandbox(Request::new(RunPodSandboxRequest {

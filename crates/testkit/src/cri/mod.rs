@@ -86,8 +86,9 @@ impl std::fmt::Display for Flavor {
 ///
 /// Layout of [`CriRuntime::dir`]: `rt/` (root), `st/` (state; runc's state in
 /// `st/runc`), `cni/` (the conflist), `ipam/` (host-local `dataDir`), `logs/` (pod log
-/// directories), `runtime.log` (the runtime's stdout and stderr), and for containerd
-/// `containerd.toml`, `certs.d/` and the socket `containerd.sock`.
+/// directories), `runtime.log` (the runtime's stdout and stderr); for Skiff `skiff.toml`
+/// (the socket is `st/skiff.sock`), for containerd `containerd.toml`, `certs.d/` and the
+/// socket `containerd.sock`.
 pub struct CriRuntime {
     flavor: Flavor,
     id: String,
@@ -518,6 +519,11 @@ async fn terminate(child: &mut Child) -> anyhow::Result<()> {
     child.kill()?;
     child.wait()?;
     Ok(())
+}
+
+/// A path as a TOML basic string (JSON string escaping is valid TOML).
+fn toml_string(path: &Path) -> String {
+    serde_json::Value::from(path.to_string_lossy()).to_string()
 }
 
 fn image_spec(image: &str) -> ImageSpec {

@@ -23,6 +23,34 @@ pub enum Command {
     Runtime(RuntimeArgs),
     /// Image store tools (`skiff image import FILE|DIR`).
     Image(crate::image::ImageArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// `skiff bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Drives any CRI endpoint (Skiff, containerd, CRI-O): pod lifecycle latencies and the
+    /// memory of the runtime and its per-pod processes.
+    Cri(BenchCriArgs),
+}
+
+/// `skiff bench cri` flags.
+#[derive(Debug, Args)]
+pub struct BenchCriArgs {
+    /// The CRI endpoint, `unix:///run/skiff/skiff.sock`.
+    #[arg(long)]
+    pub endpoint: String,
+    /// The image every benchmark container runs (it must have `sleep`).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Iterations of the timed pod lifecycle.
+    #[arg(long, default_value_t = 10)]
+    pub count: usize,
+    /// Numbers of running pods at which memory is measured.
+    #[arg(long, value_delimiter = ',', default_value = "0,10,50")]
+    pub pods: Vec<usize>,
 }
 
 /// `skiff kubelet` flags.

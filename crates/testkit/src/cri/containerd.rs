@@ -52,7 +52,7 @@ fn hosts_toml(host: &str) -> String {
 }
 
 fn config_toml(dir: &Path, shared: &Shared) -> String {
-    let d = |sub: &str| toml_string(&dir.join(sub));
+    let d = |sub: &str| super::toml_string(&dir.join(sub));
     let disabled: Vec<String> = DISABLED_PLUGINS.iter().map(|p| format!("{p:?}")).collect();
     format!(
         r#"version = 2
@@ -89,16 +89,11 @@ required_plugins = ["io.containerd.grpc.v1.cri"]
         root = d("rt"),
         state = d("st"),
         disabled = disabled.join(", "),
-        socket = toml_string(&socket(dir)),
+        socket = super::toml_string(&socket(dir)),
         pause = shared.pause,
         runc_root = d("st/runc"),
         cni_bin = super::CNI_BIN_DIR,
         cni = d("cni"),
         certs = d("certs.d"),
     )
-}
-
-/// A path as a TOML basic string (JSON string escaping is valid TOML).
-fn toml_string(path: &Path) -> String {
-    serde_json::Value::from(path.to_string_lossy()).to_string()
 }

@@ -30,21 +30,28 @@ pub(super) fn socket(dir: &Path) -> PathBuf {
     dir.join("st/skiff.sock")
 }
 
-/// `skiff runtime` on `dir/rt` (root) and `dir/st` (state), with the CNI config in
-/// `dir/cni`, plugins from `/usr/lib/cni`, and `subnet` as pod CIDR.
+/// Writes `dir/skiff.toml` and returns `skiff runtime --config dir/skiff.toml`: root
+/// `dir/rt`, state `dir/st`, CNI config in `dir/cni` with plugins from `/usr/lib/cni`,
+/// `subnet` as pod CIDR, the streaming server on a free loopback port. The local
+/// registry needs no entry (loopback registries are spoken to in plain HTTP).
 pub(super) fn command(dir: &Path, subnet: &str) -> anyhow::Result<Command> {
+    let config = dir.join("skiff.toml");
+    std::fs::write(&config, config_toml(dir, subnet))?;
     let mut cmd = Command::new(binary()?);
     cmd.arg("runtime")
-        .arg("--root")
-        .arg(dir.join("rt"))
-        .arg("--state")
-        .arg(dir.join("st"))
-        .arg("--cni-conf-dir")
-        .arg(dir.join("cni"))
-        .arg("--cni-bin-dir")
-        .arg(super::CNI_BIN_DIR)
-        .arg("--pod-cidr")
-        .arg(subnet)
+        .arg("--config")
+        .arg(config)
         .env("RUST_LOG", "info");
     Ok(cmd)
+}
+
+fn config_toml(dir: &Path, subnet: &str) -> String {
+    let path = |sub: &str| super::toml_string(&dir.join(sub));
+    format!(
+        "root = {root}\nstate = {state}\n\n[cni]\nconf_dir = {cni}\nbin_dirs = [\"{bin}\"]\npod_cidr = \"{subnet}\"\n\n[stream]\naddress = \"127.0.0.1\"\nport = 0\n",
+        root = path("rt"),
+        state = path("st"),
+        cni = path("cni"),
+        bin = super::CNI_BIN_DIR,
+    )
 }

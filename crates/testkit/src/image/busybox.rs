@@ -151,6 +151,21 @@ mod tests {
     }
 
     #[test]
+    fn pause_sleeps_forever_as_its_entrypoint() {
+        let image = pause().unwrap();
+        let blob = image
+            .blobs
+            .iter()
+            .find(|b| b.digest == image.config_digest());
+        let config: Value = serde_json::from_slice(&blob.unwrap().data).unwrap();
+        assert_eq!(
+            config["config"]["Entrypoint"],
+            json!(["/bin/sleep", "2147483647"])
+        );
+        assert_ne!(image.digest(), busybox().unwrap().digest());
+    }
+
+    #[test]
     fn builds_are_deterministic() {
         let opts = ImageOptions {
             index: true,

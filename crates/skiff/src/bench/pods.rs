@@ -78,6 +78,13 @@ impl<'a> Pods<'a> {
             }),
             hostname: name,
             log_directory: log_directory.to_string_lossy().into_owned(),
+            linux: Some(LinuxPodSandboxConfig {
+                security_context: Some(LinuxSandboxSecurityContext {
+                    namespace_options: Some(kubelet_namespaces()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
             ..Default::default()
         })
     }
@@ -94,6 +101,13 @@ impl<'a> Pods<'a> {
             }),
             command: CONTAINER_COMMAND.iter().map(|s| s.to_string()).collect(),
             log_path: "main/0.log".into(),
+            linux: Some(LinuxContainerConfig {
+                security_context: Some(LinuxContainerSecurityContext {
+                    namespace_options: Some(kubelet_namespaces()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
@@ -204,5 +218,17 @@ impl<'a> Pods<'a> {
             first_error.get_or_insert(e.into());
         }
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The namespaces the kubelet asks for a pod without `shareProcessNamespace`: the pod's
+/// network and IPC namespaces, a PID namespace per container (kuberuntime
+/// `namespacesForPod`).
+fn kubelet_namespaces() -> NamespaceOption {
+    NamespaceOption {
+        network: NamespaceMode::Pod as i32,
+        pid: NamespaceMode::Container as i32,
+        ipc: NamespaceMode::Pod as i32,
+        ..Default::default()
     }
 }

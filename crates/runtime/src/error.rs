@@ -21,9 +21,16 @@ pub enum Error {
     /// The object exists but is in the wrong state (e.g. starting an exited container).
     #[error("{0}")]
     FailedPrecondition(String),
+    /// A limit was reached (too many streaming requests waiting for their client).
+    #[error("{0}")]
+    ResourceExhausted(String),
     /// An operation ran out of its time budget (ExecSync timeout).
     #[error("{0}")]
     Timeout(String),
+    /// A failure containerd reports as a plain error (gRPC `Unknown`), e.g. an unknown
+    /// runtime handler at RunPodSandbox.
+    #[error("{0}")]
+    Unknown(String),
     /// Anything else: I/O, runc, CNI plugin failures.
     #[error("{0:#}")]
     Internal(#[from] anyhow::Error),
@@ -58,7 +65,9 @@ impl From<Error> for tonic::Status {
             Error::NotFound { .. } => tonic::Status::not_found(msg),
             Error::InvalidArgument(_) => tonic::Status::invalid_argument(msg),
             Error::FailedPrecondition(_) => tonic::Status::failed_precondition(msg),
+            Error::ResourceExhausted(_) => tonic::Status::resource_exhausted(msg),
             Error::Timeout(_) => tonic::Status::deadline_exceeded(msg),
+            Error::Unknown(_) => tonic::Status::unknown(msg),
             Error::Internal(_) => tonic::Status::internal(msg),
         }
     }

@@ -16,6 +16,7 @@ use crate::image::ImageManager;
 use crate::registry::Registry;
 use crate::sandbox::{self, Sandbox};
 use crate::store::Store;
+use crate::streaming::StreamServer;
 
 /// The CRI runtime service (`impl RuntimeService for Runtime` is in [`crate::server`]).
 pub struct Runtime {
@@ -26,6 +27,9 @@ pub struct Runtime {
     pub(crate) container_store: Store,
     pub(crate) sandboxes: Registry<Sandbox>,
     pub(crate) containers: Registry<Container>,
+    /// The exec / attach / port-forward server (bound here, served by
+    /// [`crate::server::serve`]).
+    pub(crate) streaming: StreamServer,
     /// Lowest oom_score_adj the runtime may request (see [`crate::oom::floor`]).
     pub(crate) oom_floor: Option<i32>,
     /// Container lifecycle events (GetContainerEvents).
@@ -46,6 +50,9 @@ impl Runtime {
     /// to the first GetContainerEvents subscriber). Starts the exit watcher when called
     /// inside a tokio runtime.
     ///
+    /// The streaming server's listener is bound here, so the URLs of Exec / Attach /
+    /// PortForward are known before it is served.
+    ///
     /// Errors when another runtime (another `skiff kubelet` or `skiff runtime`) uses the same
     /// root: two runtimes would manage the same containers and remove each other's socket.
     pub fn new(
@@ -58,7 +65,7 @@ impl Runtime {
         let root_lock = lock_root(&config.root)?;
         let sandbox_store = Store::open(config.root.join("sandboxes"))?;
         let container_store = Store::open(config.root.join("containers"))?;
-        for dir in ["sandboxes", "containers", "runc"] {
+        for dir in ["sandboxes", "containers", "oci"] {
             let dir = config.state.join(dir);
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         }
@@ -68,8 +75,10 @@ impl Runtime {
             config.cni_bin_dirs.clone(),
             &config.pod_cidr,
         )?;
+        let streaming = StreamServer::bind(&config.stream)?;
         let runtime = Runtime {
             cni,
+            streaming,
             images,
             sandbox_store,
             container_store,
@@ -128,22 +137,32 @@ impl Runtime {
         self.bundle(id).join("exit.json")
     }
 
-    /// `runc --root` directory.
-    pub(crate) fn runc_root(&self) -> PathBuf {
-        self.config.state.join("runc")
+    /// `--root` state directory of the OCI runtime of `handler`: `<state>/oci/<handler>`
+    /// (each OCI runtime keeps its own state format, so they never share a directory).
+    pub(crate) fn runc_root(&self, handler: &str) -> PathBuf {
+        let name = match handler {
+            "" => crate::config::DEFAULT_HANDLER,
+            name => name,
+        };
+        self.config.state.join("oci").join(name)
     }
 }
 
 impl Runtime {
-    /// The OCI runtime CLI with the runtime's state directory.
-    pub(crate) fn runc(&self) -> crate::container::runc::Runc {
+    /// The OCI runtime CLI of runtime handler `handler` (`""` is the default), as recorded
+    /// on a sandbox and its containers. A handler removed from the configuration since
+    /// falls back to its name as the binary, so its containers can still be stopped.
+    pub(crate) fn runc(&self, handler: &str) -> crate::container::runc::Runc {
+        let name = match handler {
+            "" => crate::config::DEFAULT_HANDLER,
+            name => name,
+        };
         crate::container::runc::Runc {
             binary: self
                 .config
-                .handler("")
-                .map(|handler| handler.binary.clone())
-                .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_HANDLER)),
-            root: self.runc_root(),
+                .handler(name)
+                .map_or_else(|| PathBuf::from(name), |handler| handler.binary.clone()),
+            root: self.runc_root(name),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! own crate (see ARCHITECTURE.md).
 
 mod cli;
+mod image;
 mod kubelet;
 mod runtime;
 mod signals;
@@ -15,8 +16,13 @@ fn main() -> ExitCode {
     // The per-container shim forks and daemonizes, so it must run before any thread exists:
     // dispatch it ahead of argument parsing, logging and the tokio runtime.
     let mut args = std::env::args();
-    if args.nth(1).as_deref() == Some("shim") {
-        std::process::exit(skiff_runtime::shim::main(args.collect()));
+    match args.nth(1).as_deref() {
+        Some("shim") => std::process::exit(skiff_runtime::shim::main(args.collect())),
+        // The holder of a pod's shared PID namespace joins namespaces and forks: same rule.
+        Some(skiff_runtime::sandbox::pid::SUBCOMMAND) => {
+            std::process::exit(skiff_runtime::sandbox::pid::main(args.collect()))
+        }
+        _ => {}
     }
 
     let cli = cli::Cli::parse();
@@ -42,6 +48,7 @@ async fn run(command: cli::Command) -> anyhow::Result<()> {
     match command {
         cli::Command::Kubelet(args) => kubelet::run(args).await,
         cli::Command::Runtime(args) => runtime::run(args).await,
+        cli::Command::Image(args) => image::run(args).await,
     }
 }
 

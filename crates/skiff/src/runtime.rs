@@ -58,7 +58,7 @@ pub fn config(file: Option<&Path>, flags: Overrides<'_>) -> anyhow::Result<Runti
 pub fn open(config: RuntimeConfig) -> anyhow::Result<Embedded> {
     let root = config.root.clone();
     let images = Arc::new(
-        ImageManager::new(&root)
+        ImageManager::new(&config)
             .with_context(|| format!("opening image store {}", root.display()))?,
     );
     let runtime = Runtime::new(config, images.clone()).context("starting the runtime")?;

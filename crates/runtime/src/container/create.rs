@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use k8s_cri::v1::{CreateContainerRequest, CreateContainerResponse};
+use k8s_cri::v1::{CreateContainerRequest, CreateContainerResponse, NamespaceMode};
 
 use super::{Container, State, spec};
 use crate::error::{Error, Result, required};
@@ -84,9 +84,11 @@ impl Runtime {
             shim_lost: false,
             log_path,
             cgroups_path: cgroups_path.clone(),
+            runtime_handler: sandbox.runtime_handler.clone(),
             config,
         };
-        let prepared = self.prepare_bundle(&container, &sandbox, &image, &bundle);
+        let pid_namespace = self.pid_namespace(&container.config, &sandbox).await?;
+        let prepared = self.prepare_bundle(&container, &sandbox, &image, &bundle, pid_namespace);
         if let Err(err) = prepared.and_then(|()| Ok(self.container_store.save(&id, &container)?)) {
             if let Err(cleanup) = self.release_bundle(&id) {
                 tracing::warn!(%id, "cleaning up a failed create: {cleanup:#}");
@@ -103,6 +105,7 @@ impl Runtime {
         sandbox: &crate::sandbox::Sandbox,
         image: &crate::image::ImageRecord,
         bundle: &Path,
+        pid_namespace: spec::PidNamespace,
     ) -> Result<()> {
         let rootfs = bundle.join("rootfs");
         std::fs::create_dir_all(&rootfs)
@@ -118,12 +121,67 @@ impl Runtime {
             sandbox_paths: &self.sandbox_paths(&sandbox.id),
             image: &image.config,
             rootfs: &rootfs,
+            volumes_dir: &bundle.join("volumes"),
             cgroups_path: &container.cgroups_path,
+            pid_namespace,
+            available_capabilities: &super::security::current_capabilities(),
             oom_floor: self.oom_floor,
         })?;
         let json = serde_json::to_vec_pretty(&spec).context("serializing config.json")?;
         crate::store::write_atomic(&bundle.join("config.json"), &json)?;
         Ok(())
+    }
+
+    /// The PID namespace the container asks for (its own namespace options, as containerd):
+    /// `POD` joins the sandbox's holder (a new namespace when the sandbox shares none),
+    /// `TARGET` the running target container's. Errors: the holder died
+    /// (`FailedPrecondition`), unknown target (`NotFound`), target not running (`Unknown`).
+    async fn pid_namespace(
+        &self,
+        config: &k8s_cri::v1::ContainerConfig,
+        sandbox: &crate::sandbox::Sandbox,
+    ) -> Result<spec::PidNamespace> {
+        let options = config
+            .linux
+            .as_ref()
+            .and_then(|l| l.security_context.as_ref())
+            .and_then(|sc| sc.namespace_options.clone())
+            .unwrap_or_default();
+        Ok(
+            match NamespaceMode::try_from(options.pid).unwrap_or(NamespaceMode::Pod) {
+                NamespaceMode::Node => spec::PidNamespace::Node,
+                NamespaceMode::Container => spec::PidNamespace::New,
+                NamespaceMode::Pod => match sandbox.pid_holder {
+                    Some(holder) if holder.is_alive() => {
+                        spec::PidNamespace::Join(crate::sandbox::pid::namespace_path(&holder))
+                    }
+                    Some(_) => {
+                        return Err(Error::FailedPrecondition(format!(
+                            "the PID namespace holder of pod sandbox {} is gone",
+                            sandbox.id
+                        )));
+                    }
+                    None => spec::PidNamespace::New,
+                },
+                NamespaceMode::Target => {
+                    let target = self.current_container(&options.target_id).await?;
+                    match (target.state, target.init) {
+                        (State::Running, Some(init)) if init.is_alive() => {
+                            spec::PidNamespace::Join(std::path::PathBuf::from(format!(
+                                "/proc/{}/ns/pid",
+                                init.pid
+                            )))
+                        }
+                        _ => {
+                            return Err(Error::Unknown(format!(
+                                "target container {} is not running",
+                                options.target_id
+                            )));
+                        }
+                    }
+                }
+            },
+        )
     }
 
     /// Unmounts the rootfs, removes the snapshot and the bundle directory (absent is OK).

@@ -6,7 +6,6 @@ use anyhow::Context as _;
 use k8s_cri::v1::{ExecSyncRequest, ExecSyncResponse};
 use tokio::io::AsyncReadExt as _;
 
-use super::State;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
@@ -18,16 +17,14 @@ impl Runtime {
         if req.cmd.is_empty() {
             return Err(Error::InvalidArgument("exec command is required".into()));
         }
-        if self.current_container(&req.container_id).await?.state != State::Running {
-            return Err(Error::FailedPrecondition(format!(
-                "container {} is not running",
-                req.container_id
-            )));
-        }
+        let handler = self
+            .running_container(&req.container_id)
+            .await?
+            .runtime_handler;
         let pid_file = self
             .bundle(&req.container_id)
             .join(format!("exec-{}.pid", crate::id::generate()?));
-        let result = self.run_exec(&req, &pid_file).await;
+        let result = self.run_exec(&req, &handler, &pid_file).await;
         let _ = crate::store::remove_file_if_exists(&pid_file);
         result
     }
@@ -35,9 +32,12 @@ impl Runtime {
     async fn run_exec(
         &self,
         req: &ExecSyncRequest,
+        handler: &str,
         pid_file: &std::path::Path,
     ) -> Result<ExecSyncResponse> {
-        let mut child = self.runc().exec(&req.container_id, pid_file, &req.cmd)?;
+        let mut child = self
+            .runc(handler)
+            .exec(&req.container_id, pid_file, &req.cmd)?;
         let mut stdout_pipe = child.stdout.take().context("exec stdout")?;
         let mut stderr_pipe = child.stderr.take().context("exec stderr")?;
         let run = async {
@@ -52,9 +52,7 @@ impl Runtime {
             anyhow::Ok(ExecSyncResponse {
                 stdout,
                 stderr,
-                exit_code: status.code().unwrap_or_else(|| {
-                    128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
-                }),
+                exit_code: exit_code(status),
             })
         };
         if req.timeout <= 0 {
@@ -71,6 +69,14 @@ impl Runtime {
             }
         }
     }
+}
+
+/// The exit code of `runc exec`, which is the exec'd process' one (`128 + signal` when it
+/// was killed by a signal).
+pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| {
+        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
+    })
 }
 
 /// SIGKILLs the exec'd process named in `pid_file` (runc does not forward SIGKILL).

@@ -1,15 +1,25 @@
 //! Containers: OCI bundle generation and the CRI container verbs, one file per verb
-//! (create, start, stop, remove, status, exec), runc invocations in [`runc`].
+//! (create, start, stop, remove, status, exec, streaming exec, attach, reopen-log), runc
+//! invocations in [`runc`].
 
+mod attach;
 mod create;
 mod exec;
+mod exec_stream;
+mod mounts;
 mod refresh;
 mod remove;
+mod reopen_log;
+pub mod resources;
 pub mod runc;
+pub mod seccomp;
+pub mod security;
 pub mod spec;
 mod start;
 mod status;
 mod stop;
+mod stream_request;
+mod update;
 pub mod user;
 
 use std::path::PathBuf;
@@ -94,6 +104,10 @@ pub struct Container {
     pub log_path: PathBuf,
     /// linux.cgroupsPath of the container.
     pub cgroups_path: PathBuf,
+    /// The runtime handler of its sandbox (which OCI runtime runs it); empty means the
+    /// default handler.
+    #[serde(default)]
+    pub runtime_handler: String,
 }
 
 impl Container {

@@ -23,7 +23,7 @@ impl Runtime {
         };
         self.stop_container_by_id(id, 0).await?;
         let container = entry.lock().await;
-        self.runc().delete(id).await?;
+        self.runc(&container.runtime_handler).delete(id).await?;
         self.release_bundle(id)?;
         self.container_store.delete(id)?;
         self.containers.remove(id);

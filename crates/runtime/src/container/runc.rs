@@ -54,6 +54,35 @@ impl Runc {
         bail!("runc delete {id}: {}", stderr(&output))
     }
 
+    /// `runc update --resources - <id>`: new cgroup limits for a running container, as
+    /// OCI `LinuxResources` JSON on stdin.
+    pub async fn update(
+        &self,
+        id: &str,
+        resources: &oci_spec::runtime::LinuxResources,
+    ) -> anyhow::Result<()> {
+        use tokio::io::AsyncWriteExt as _;
+        let json = serde_json::to_vec(resources).context("serializing resources")?;
+        let mut child = self
+            .command()
+            .args(["update", "--resources", "-", id])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("running {}", self.binary.display()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(&json).await.context("writing resources")?;
+        }
+        let output = tokio::time::timeout(CALL_TIMEOUT, child.wait_with_output())
+            .await
+            .with_context(|| format!("runc update {id} timed out"))??;
+        if output.status.success() {
+            return Ok(());
+        }
+        bail!("runc update {id}: {}", stderr(&output))
+    }
+
     /// `runc exec --pid-file <pid_file> <id> <cmd...>` with captured stdout and stderr.
     /// The child is killed when the returned future is dropped.
     pub fn exec(
@@ -62,16 +91,32 @@ impl Runc {
         pid_file: &Path,
         cmd: &[String],
     ) -> anyhow::Result<tokio::process::Child> {
-        self.command()
-            .arg("exec")
-            .arg("--pid-file")
-            .arg(pid_file)
-            .arg(id)
-            .args(cmd)
+        self.exec_command(id, pid_file, cmd, false)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .with_context(|| format!("running {}", self.binary.display()))
+    }
+
+    /// The `runc exec [--tty --env TERM=xterm] --pid-file <pid_file> <id> <cmd...>` command,
+    /// stdin from /dev/null until the caller sets it. With `tty`, runc runs in the
+    /// foreground: it allocates the container-side terminal and relays it to its own stdio,
+    /// and applies its stdin terminal's size to it on SIGWINCH. The child is killed when it
+    /// is dropped.
+    pub fn exec_command(
+        &self,
+        id: &str,
+        pid_file: &Path,
+        cmd: &[String],
+        tty: bool,
+    ) -> tokio::process::Command {
+        let mut command = self.command();
+        command.arg("exec");
+        if tty {
+            command.args(["--tty", "--env", crate::container::spec::TERM]);
+        }
+        command.arg("--pid-file").arg(pid_file).arg(id).args(cmd);
+        command
     }
 }
 

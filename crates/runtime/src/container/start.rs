@@ -62,14 +62,17 @@ impl Runtime {
             id: container.id.clone(),
             exit_file: self.exit_file(&container.id),
             bundle,
-            runc: self.runc().binary,
-            runc_root: self.runc_root(),
+            runc: self.runc(&container.runtime_handler).binary,
+            runc_root: self.runc_root(&container.runtime_handler),
             // Without a CRI log path the output is discarded.
             log_path: match container.log_path.as_os_str().is_empty() {
                 true => "/dev/null".into(),
                 false => container.log_path.clone(),
             },
             cgroup: container.cgroups_path.clone(),
+            tty: container.config.tty,
+            stdin: container.config.stdin,
+            stdin_once: container.config.stdin_once,
         }
     }
 

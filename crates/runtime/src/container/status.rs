@@ -1,8 +1,9 @@
 //! ContainerStatus and ListContainers.
 
 use k8s_cri::v1::{
-    Container as CriContainer, ContainerFilter, ContainerStatus, ContainerStatusRequest,
-    ContainerStatusResponse, ImageSpec, ListContainersRequest, ListContainersResponse,
+    Container as CriContainer, ContainerFilter, ContainerResources, ContainerStatus,
+    ContainerStatusRequest, ContainerStatusResponse, ImageSpec, ListContainersRequest,
+    ListContainersResponse,
 };
 
 use super::Container;
@@ -76,6 +77,15 @@ fn status(container: &Container) -> ContainerStatus {
         mounts: container.config.mounts.clone(),
         log_path: container.log_path.to_string_lossy().into_owned(),
         image_id: container.image_id.clone(),
+        resources: container
+            .config
+            .linux
+            .as_ref()
+            .and_then(|l| l.resources.clone())
+            .map(|linux| ContainerResources {
+                linux: Some(linux),
+                windows: None,
+            }),
         ..Default::default()
     }
 }

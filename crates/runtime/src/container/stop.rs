@@ -34,18 +34,18 @@ impl Runtime {
         let Some(entry) = self.containers.get(id) else {
             return Ok(());
         };
-        let signal = {
+        let (signal, runc) = {
             let mut container = entry.lock().await;
             self.refresh(&mut container)?;
             if container.state != State::Running {
                 return Ok(());
             }
-            match container.stop_signal.as_str() {
+            let signal = match container.stop_signal.as_str() {
                 "" => "SIGTERM".to_string(),
                 signal => signal.to_string(),
-            }
+            };
+            (signal, self.runc(&container.runtime_handler))
         };
-        let runc = self.runc();
         if timeout_secs > 0 {
             runc.kill(id, &signal).await?;
             let grace = Duration::from_secs(timeout_secs as u64);

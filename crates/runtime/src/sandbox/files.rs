@@ -36,6 +36,14 @@ pub fn write_hosts(dir: &Path, hostname: &str, pod_ip: Option<&str>) -> anyhow::
         .with_context(|| format!("writing hosts in {}", dir.display()))
 }
 
+/// Copies the node's `/etc/hosts` as the pod's `hosts` (pods on the node's network, as
+/// containerd does); an unreadable node file gives the loopback entries only.
+pub fn copy_host_hosts(dir: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string("/etc/hosts").unwrap_or_else(|_| hosts("", None));
+    std::fs::write(dir.join(HOSTS), text)
+        .with_context(|| format!("writing hosts in {}", dir.display()))
+}
+
 /// The resolv.conf text for a DNSConfig (`search`, `nameserver`, `options` lines).
 pub fn resolv_conf(dns: &DnsConfig) -> String {
     let mut out = String::new();

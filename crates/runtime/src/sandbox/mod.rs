@@ -4,8 +4,11 @@
 
 pub mod files;
 pub mod ns;
+pub mod pid;
+mod port_forward;
 mod remove;
 mod run;
+pub mod shm;
 mod status;
 mod stop;
 
@@ -37,6 +40,10 @@ pub struct Sandbox {
     /// Whether [`Sandbox::cgroup_parent`] was made up by the runtime (`/skiff-pod-<id>`)
     /// and so is removed with the sandbox.
     pub owns_cgroup: bool,
+    /// The process holding the pod's PID namespace (pid mode `POD` only, see [`pid`]),
+    /// until the sandbox is stopped.
+    #[serde(default)]
+    pub pid_holder: Option<crate::process::ProcessId>,
 }
 
 impl Sandbox {

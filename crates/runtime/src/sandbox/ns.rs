@@ -142,30 +142,34 @@ pub fn prepare_root(dir: &Path) -> anyhow::Result<()> {
     .with_context(|| format!("making {} private", dir.display()))
 }
 
-/// A mountinfo entry reduced to what [`prepare_root`] needs.
+/// A mountinfo entry reduced to its mount point and propagation.
 #[derive(Debug, PartialEq)]
-struct MountEntry {
-    mount_point: String,
-    shared: bool,
+pub(crate) struct MountEntry {
+    /// Where it is mounted.
+    pub mount_point: String,
+    /// Propagation `shared:N`.
+    pub shared: bool,
+    /// Propagation `master:N` (a slave of a peer group).
+    pub slave: bool,
 }
 
-/// The last-mounted entry whose mount point is `path` or an ancestor of it.
-fn containing_mount(mountinfo: &str, path: &Path) -> Option<MountEntry> {
+/// The last-mounted entry of a `/proc/<pid>/mountinfo` text whose mount point is `path` or
+/// an ancestor of it: the mount `path` lives on.
+pub(crate) fn containing_mount(mountinfo: &str, path: &Path) -> Option<MountEntry> {
     mountinfo
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split(' ').collect();
             let mount_point = unescape_octal(fields.get(4)?);
-            let shared = fields
-                .iter()
-                .skip(6)
-                .take_while(|f| **f != "-")
-                .any(|f| f.starts_with("shared:"));
+            let optional = || fields.iter().skip(6).take_while(|f| **f != "-");
+            let shared = optional().any(|f| f.starts_with("shared:"));
+            let slave = optional().any(|f| f.starts_with("master:"));
             path.starts_with(&mount_point).then_some((
                 mount_point.len(),
                 MountEntry {
                     mount_point,
                     shared,
+                    slave,
                 },
             ))
         })
@@ -211,23 +215,24 @@ mod tests {
         let info = "27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
                     40 27 0:5 / /run rw master:3 - tmpfs tmpfs rw\n\
                     41 27 0:6 / /mnt/with\\040space rw - ext3 /dev/root rw\n";
-        let entry = |mount_point: &str, shared| {
+        let entry = |mount_point: &str, shared, slave| {
             Some(MountEntry {
                 mount_point: mount_point.into(),
                 shared,
+                slave,
             })
         };
         assert_eq!(
             containing_mount(info, Path::new("/run/skiff/ns")),
-            entry("/run", false)
+            entry("/run", false, true)
         );
         assert_eq!(
             containing_mount(info, Path::new("/var/lib")),
-            entry("/", true)
+            entry("/", true, false)
         );
         assert_eq!(
             containing_mount(info, Path::new("/mnt/with space/x")),
-            entry("/mnt/with space", false)
+            entry("/mnt/with space", false, false)
         );
     }
 }

@@ -50,9 +50,12 @@ impl Runtime {
         }
     }
 
-    /// Releases the node-local parts of a sandbox: namespace pins, files, cgroup parent.
-    async fn release_sandbox(&self, sandbox: &Sandbox) -> Result<()> {
+    /// Releases the node-local parts of a sandbox: PID namespace holder, namespace pins,
+    /// shm, files, cgroup parent.
+    async fn release_sandbox(&self, sandbox: &mut Sandbox) -> Result<()> {
+        self.stop_pid_holder(sandbox).await?;
         let paths = self.sandbox_paths(&sandbox.id);
+        super::shm::unmount(&paths.files)?;
         let ns_dir = paths.ns.clone();
         tokio::task::spawn_blocking(move || ns::unpin(&ns_dir))
             .await

@@ -15,13 +15,21 @@ const OWN_CGROUP_PREFIX: &str = "/skiff-pod-";
 impl Runtime {
     /// Creates a ready sandbox. Fails with `InvalidArgument` without config or metadata, and
     /// with `FailedPrecondition` when the pod name (name, namespace, uid, attempt) is already
-    /// taken by another sandbox. Everything created is undone on failure.
+    /// taken by another sandbox. An unconfigured `runtime_handler` fails with `Unknown`
+    /// ("no runtime for ... is configured"), the code and text containerd's
+    /// `getSandboxRuntime` error gets. Everything created is undone on failure.
     pub(crate) async fn run_pod_sandbox(
         &self,
         req: RunPodSandboxRequest,
     ) -> Result<RunPodSandboxResponse> {
         let config = required(req.config, "sandbox config")?;
         required(config.metadata.as_ref(), "sandbox metadata")?;
+        if self.config.handler(&req.runtime_handler).is_none() {
+            return Err(Error::Unknown(format!(
+                "failed to get sandbox runtime: no runtime for {:?} is configured",
+                req.runtime_handler
+            )));
+        }
         let name = super::reserved_name(&config);
         for other in self.sandboxes.all() {
             if other.lock().await.name() == name {
@@ -31,7 +39,7 @@ impl Runtime {
             }
         }
         let id = crate::id::generate()?;
-        let (network, _pid, ipc) = super::namespace_modes(&config);
+        let (network, _, ipc) = super::namespace_modes(&config);
         let mut pinned = Vec::new();
         if network != NamespaceMode::Node {
             pinned.extend([ns::Kind::Net, ns::Kind::Uts]);
@@ -58,6 +66,7 @@ impl Runtime {
             network: None,
             cgroup_parent,
             owns_cgroup,
+            pid_holder: None,
         };
         if let Err(err) = self.setup_sandbox(&mut sandbox).await {
             self.abandon_sandbox(&mut sandbox).await;
@@ -83,13 +92,23 @@ impl Runtime {
             .await
             .map_err(|err| anyhow::anyhow!("namespace task: {err}"))??;
         files::write_initial(&paths.files, &hostname, sandbox.config.dns_config.as_ref())?;
+        let (_, pid, ipc) = sandbox.namespace_modes();
+        if ipc != NamespaceMode::Node {
+            super::shm::mount(&paths.files)?;
+        }
+        if pid == NamespaceMode::Pod {
+            sandbox.pid_holder = Some(self.start_pid_holder(sandbox).await?);
+        }
         if sandbox.pinned.contains(&ns::Kind::Net) {
             let netns = ns::pin_path(&paths.ns, ns::Kind::Net);
             let netns = netns.to_string_lossy();
             let attached = self.cni.add(&self.attachment(sandbox, &netns)).await?;
             sandbox.network = Some(attached);
         }
-        files::write_hosts(&paths.files, &hostname, sandbox.ip())?;
+        match sandbox.pinned.contains(&ns::Kind::Net) {
+            true => files::write_hosts(&paths.files, &hostname, sandbox.ip())?,
+            false => files::copy_host_hosts(&paths.files)?,
+        }
         Ok(())
     }
 

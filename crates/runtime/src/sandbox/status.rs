@@ -78,11 +78,10 @@ fn status(sandbox: &Sandbox) -> PodSandboxStatus {
             namespaces: Some(Namespace {
                 options: Some(NamespaceOption {
                     network: network as i32,
-                    // Without a pause process there is no pod-wide PID namespace holder.
-                    pid: if pid == NamespaceMode::Node {
-                        pid as i32
-                    } else {
-                        NamespaceMode::Container as i32
+                    // Only a sandbox with a PID namespace holder shares one.
+                    pid: match (pid, sandbox.pid_holder.is_some() || !sandbox.ready) {
+                        (NamespaceMode::Node, _) | (NamespaceMode::Pod, true) => pid as i32,
+                        _ => NamespaceMode::Container as i32,
                     },
                     ipc: ipc as i32,
                     ..Default::default()

@@ -21,11 +21,13 @@ impl Runtime {
         Ok(StopPodSandboxResponse {})
     }
 
-    /// Kills the containers, runs CNI DEL and marks the sandbox not ready (persisted).
+    /// Kills the containers and the PID namespace holder, runs CNI DEL and marks the
+    /// sandbox not ready (persisted).
     pub(crate) async fn stop_sandbox(&self, sandbox: &mut Sandbox) -> Result<()> {
         for id in self.container_ids_of(&sandbox.id).await {
             self.stop_container_by_id(&id, 0).await?;
         }
+        self.stop_pid_holder(sandbox).await?;
         self.detach_network(sandbox).await?;
         if sandbox.ready {
             sandbox.ready = false;

@@ -84,7 +84,7 @@ impl Runtime {
             "pid": container.init.map(|p| p.pid).unwrap_or(0),
             "snapshotKey": container.id,
             "snapshotter": SNAPSHOTTER,
-            "runtimeType": self.runc().binary,
+            "runtimeType": self.runc(&container.runtime_handler).binary,
             "config": container.config,
             "runtimeSpec": spec,
         });

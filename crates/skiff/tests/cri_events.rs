@@ -297,7 +297,8 @@ async fn lifecycle_events(rt: &CriRuntime) -> anyhow::Result<()> {
 }
 
 /// A container that exits while the runtime is down (SIGKILLed) is reported STOPPED, with
-/// its exit code, to the first subscriber after the restart, and only once.
+/// its exit code, to the first subscriber after the restart, and only once; a graceful
+/// stop ends open subscriptions.
 async fn exit_while_down_is_reported_after_restart(rt: &CriRuntime) -> anyhow::Result<()> {
     let image = rt.busybox();
     rt.pull(&image).await?;
@@ -340,6 +341,19 @@ async fn exit_while_down_is_reported_after_restart(rt: &CriRuntime) -> anyhow::R
             .await?
             .is_none(),
         "the exit was reported twice"
+    );
+
+    // Open subscriptions do not hold up a graceful stop (SIGTERM): their streams end.
+    let stopping = std::time::Instant::now();
+    rt.restart().await?;
+    ensure!(
+        stopping.elapsed() < Duration::from_secs(8),
+        "the restart took {:?}",
+        stopping.elapsed()
+    );
+    ensure!(
+        matches!(later.message().await, Ok(None) | Err(_)),
+        "the stream outlived the runtime"
     );
     Ok(())
 }

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use serde_json::json;
+use sha2::Digest as _;
 use skiff_runtime::RuntimeConfig;
 use skiff_runtime::image::{Error, ImageManager};
 use skiff_testkit::{
@@ -232,6 +233,22 @@ async fn broken_archives_are_refused_and_leave_nothing_visible() {
     .into_bytes();
     let err = import_broken(&docker).await;
     assert!(err.to_string().contains("path escape"), "{err}");
+
+    // A manifest whose layer is not a tar layer (a wasm module, say).
+    let mut foreign = good.oci_layout_files("example.com/good:v1");
+    let manifest_at = foreign.len() - 1;
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&foreign[manifest_at].1).expect("manifest");
+    manifest["layers"][1]["mediaType"] = json!("application/vnd.wasm.content.layer.v1+wasm");
+    let data = manifest.to_string().into_bytes();
+    let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&data)));
+    foreign[manifest_at] = (format!("blobs/sha256/{}", &digest[7..]), data.clone());
+    let mut index: serde_json::Value = serde_json::from_slice(&foreign[1].1).expect("index");
+    index["manifests"][0]["digest"] = json!(digest);
+    index["manifests"][0]["size"] = json!(data.len());
+    foreign[1].1 = index.to_string().into_bytes();
+    let err = import_broken(&foreign).await;
+    assert!(err.to_string().contains("unsupported media type"), "{err}");
 
     // Not an image archive at all.
     let err = import_broken(&[("hello.txt".to_string(), b"hi".to_vec())]).await;

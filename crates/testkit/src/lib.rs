@@ -27,6 +27,7 @@ mod registry;
 mod spawn;
 pub mod stream;
 mod sys;
+mod token;
 
 pub use image::{
     ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,

@@ -45,6 +45,9 @@ pub enum ContentError {
 /// Blobs by digest on the local filesystem.
 #[derive(Debug)]
 pub struct ContentStore {
+    /// The store's root (`<runtime root>/content`).
+    root: PathBuf,
+    /// Where the blobs are (`<root>/blobs/sha256`).
     dir: PathBuf,
 }
 
@@ -58,7 +61,15 @@ impl ContentStore {
         if clean_leftovers {
             atomic::remove_temporaries(&dir)?;
         }
-        Ok(Self { dir })
+        Ok(Self {
+            root: root.to_path_buf(),
+            dir,
+        })
+    }
+
+    /// The store's root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// Where the blob `digest` lives (whether or not it is present).

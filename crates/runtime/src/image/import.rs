@@ -25,6 +25,8 @@ use crate::snapshot::{chain_ids, sha256_hex};
 const REF_NAME: &str = "org.opencontainers.image.ref.name";
 /// containerd's annotation with the full image name (written by `ctr export`).
 const CONTAINERD_NAME: &str = "io.containerd.image.name";
+/// The media type of a `docker save` layer (a tar, maybe compressed).
+const DOCKER_LAYER: &str = "application/vnd.docker.image.rootfs.diff.tar";
 /// Index media types (OCI and Docker manifest list), whose entries are per platform.
 const INDEX_TYPES: [&str; 2] = [
     "application/vnd.oci.image.index.v1+json",
@@ -37,10 +39,31 @@ struct Found {
     repo_tags: Vec<String>,
     /// `<repository>@<digest>` for each tag, when the archive has a manifest digest.
     repo_digests: Vec<String>,
-    /// The config blob: archive name, and its digest when the archive states it.
-    config: (String, Option<String>),
+    /// The config blob.
+    config: Blob,
     /// The layer blobs, bottom first, as the config.
-    layers: Vec<(String, Option<String>)>,
+    layers: Vec<Blob>,
+}
+
+/// A file of the archive that goes into the content store.
+struct Blob {
+    /// Its name in the archive.
+    name: String,
+    /// Its digest, when the archive states it (OCI descriptors, docker config names).
+    digest: Option<String>,
+    /// Its media type, when the archive states it (OCI descriptors); Docker archives hold
+    /// tar layers.
+    media_type: Option<String>,
+}
+
+impl Blob {
+    fn named(name: String, digest: Option<String>) -> Blob {
+        Blob {
+            name,
+            digest,
+            media_type: None,
+        }
+    }
 }
 
 /// `docker save`'s `manifest.json` entries.
@@ -111,21 +134,22 @@ impl ImageManager {
     fn store_blobs(&self, archive: &Archive, found: Found) -> Result<StoredImage, Error> {
         let source = archive.source();
         let (config_digest, _) = self.add_blob(archive, &found.config)?;
-        let config: ImageConfiguration = archive.read_json(&found.config.0)?;
+        let config: ImageConfiguration = archive.read_json(&found.config.name)?;
         let diff_ids = config.rootfs().diff_ids().clone();
         let mut layers = Vec::with_capacity(found.layers.len());
         let mut size = 0;
         for layer in &found.layers {
             let (digest, path) = self.add_blob(archive, layer)?;
             size += std::fs::metadata(&path).map(|meta| meta.len()).unwrap_or(0);
+            let media_type = layer.media_type.as_deref().unwrap_or(DOCKER_LAYER);
             layers.push(OciDescriptor {
-                media_type: "application/vnd.oci.image.layer.v1.tar".to_string(),
+                media_type: media_type.to_string(),
                 digest,
                 ..Default::default()
             });
         }
         check_layers(&layers, &diff_ids).map_err(|detail| Error::InvalidContent {
-            image: format!("{source}: {}", found.config.0),
+            image: format!("{source}: {}", found.config.name),
             detail,
         })?;
         let mut blobs = vec![config_digest.clone()];
@@ -148,8 +172,9 @@ impl ImageManager {
     fn add_blob(
         &self,
         archive: &Archive,
-        (name, expected): &(String, Option<String>),
+        blob: &Blob,
     ) -> Result<(String, std::path::PathBuf), Error> {
+        let (name, expected) = (&blob.name, &blob.digest);
         let path = archive.path(name)?;
         self.content
             .add_file(&path, expected.as_deref())
@@ -227,8 +252,12 @@ fn docker_images(archive: &Archive) -> Result<Vec<Found>, Error> {
         found.push(Found {
             repo_tags,
             repo_digests: Vec::new(),
-            config: (entry.config, expected),
-            layers: entry.layers.into_iter().map(|name| (name, None)).collect(),
+            config: Blob::named(entry.config, expected),
+            layers: entry
+                .layers
+                .into_iter()
+                .map(|name| Blob::named(name, None))
+                .collect(),
         });
     }
     Ok(found)
@@ -253,11 +282,12 @@ fn oci_images(archive: &Archive) -> Result<Vec<Found>, Error> {
         let manifest: OciImageManifest =
             archive.read_json(&blob_name(archive, &manifest_digest)?)?;
         let (repo_tags, repo_digests) = names(&annotations, &entry.digest)?;
-        let blob = |descriptor: &OciDescriptor| -> Result<(String, Option<String>), Error> {
-            Ok((
-                blob_name(archive, &descriptor.digest)?,
-                Some(descriptor.digest.clone()),
-            ))
+        let blob = |descriptor: &OciDescriptor| -> Result<Blob, Error> {
+            Ok(Blob {
+                name: blob_name(archive, &descriptor.digest)?,
+                digest: Some(descriptor.digest.clone()),
+                media_type: Some(descriptor.media_type.clone()),
+            })
         };
         found.push(Found {
             repo_tags,

@@ -180,6 +180,12 @@ impl ImageManager {
         Ok(())
     }
 
+    /// The directories of the image filesystem: the content store (blobs) and the
+    /// snapshotter (unpacked layers, writable snapshots).
+    pub fn filesystem_dirs(&self) -> [&std::path::Path; 2] {
+        [self.content.root(), self.snapshotter.root()]
+    }
+
     /// The snapshotter holding the unpacked layers and the containers' writable snapshots.
     pub fn snapshotter(&self) -> &Snapshotter {
         &self.snapshotter

@@ -37,7 +37,8 @@ impl ImageService for ImageManager {
     }
 
     /// The image, or no image when it is not present (not an error, per CRI). `verbose`
-    /// adds `info["info"]`: JSON with the chain IDs and the image config.
+    /// adds `info["info"]`: JSON with containerd's keys, `chainID` (of the top layer) and
+    /// `imageSpec` (the image config), plus `chainIDs` (every layer's, bottom first).
     async fn image_status(
         &self,
         request: Request<ImageStatusRequest>,
@@ -50,6 +51,7 @@ impl ImageService for ImageManager {
         let mut info = std::collections::HashMap::new();
         if request.verbose {
             let details = serde_json::json!({
+                "chainID": record.chain_ids.last(),
                 "chainIDs": record.chain_ids,
                 "imageSpec": record.config,
             });
@@ -84,22 +86,24 @@ impl ImageService for ImageManager {
         Ok(Response::new(RemoveImageResponse {}))
     }
 
-    /// Space (bytes, inodes) used by unpacked layers and writable snapshots.
+    /// Space (bytes, inodes) used by the image filesystem: blobs in the content store,
+    /// unpacked layers and writable snapshots, measured now (containerd samples its
+    /// snapshotter every 10 s). The mount point reported is the snapshotter's directory,
+    /// as containerd reports its snapshotter's.
     async fn image_fs_info(
         &self,
         _request: Request<ImageFsInfoRequest>,
     ) -> Result<Response<ImageFsInfoResponse>, Status> {
+        let dirs: Vec<_> = self
+            .filesystem_dirs()
+            .iter()
+            .map(|dir| dir.to_path_buf())
+            .collect();
         let root = self.snapshotter().root().to_path_buf();
-        let walk_root = root.clone();
-        let usage = tokio::task::spawn_blocking(move || crate::stats::fs::usage(&walk_root))
+        let usage = tokio::task::spawn_blocking(move || crate::stats::fs::usage(&dirs))
             .await
             .map_err(|err| Status::internal(format!("image filesystem usage: {err}")))?
-            .map_err(|err| {
-                Status::internal(format!(
-                    "image filesystem usage of {}: {err}",
-                    root.display()
-                ))
-            })?;
+            .map_err(|err| Status::internal(format!("image filesystem usage: {err}")))?;
         let timestamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|since| i64::try_from(since.as_nanos()).unwrap_or(i64::MAX))

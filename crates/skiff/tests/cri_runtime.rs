@@ -18,6 +18,8 @@ common::cri_cases! {
     runtime_config_cgroup_driver
         => skiff_only("containerd 1.6 predates the RuntimeConfig RPC: it answers Unimplemented"),
     update_runtime_config_keeps_a_user_conflist,
+    update_runtime_config_writes_the_default_conflist
+        => skiff_only("containerd 1.6 writes a conflist on UpdateRuntimeConfig only from a configured conf_template"),
     list_filters,
     truncated_ids,
     verbose_object_status,
@@ -189,6 +191,61 @@ async fn update_runtime_config_keeps_a_user_conflist(rt: &CriRuntime) -> anyhow:
         subnet.contains(&ip.parse::<std::net::IpAddr>()?),
         "pod IP {ip} outside the conflist's {subnet}"
     );
+    Ok(())
+}
+
+/// Without any conflist the network is not ready; UpdateRuntimeConfig with a pod CIDR
+/// writes Skiff's default conflist for that subnet (the network becomes ready), and a new
+/// CIDR rewrites it.
+async fn update_runtime_config_writes_the_default_conflist(rt: &CriRuntime) -> anyhow::Result<()> {
+    let conf_dir = rt.dir().join("cni");
+    for (path, _) in conflists(&conf_dir)? {
+        std::fs::remove_file(path)?;
+    }
+    let mut client = rt.runtime_client();
+    let network_ready = async |client: &mut k8s_cri::v1::runtime_service_client::RuntimeServiceClient<_>| -> anyhow::Result<bool> {
+        let status = client
+            .status(StatusRequest { verbose: false })
+            .await?
+            .into_inner()
+            .status
+            .context("Status without status")?;
+        Ok(condition(&status, "NetworkReady").is_some_and(|c| c.status))
+    };
+    ensure!(
+        !network_ready(&mut client).await?,
+        "ready without a conflist"
+    );
+    for cidr in ["10.124.0.0/16", "10.125.0.0/24"] {
+        client
+            .update_runtime_config(UpdateRuntimeConfigRequest {
+                runtime_config: Some(RuntimeConfig {
+                    network_config: Some(NetworkConfig {
+                        pod_cidr: cidr.into(),
+                    }),
+                }),
+            })
+            .await?;
+        let written = conflists(&conf_dir)?;
+        ensure!(written.len() == 1, "{written:?}");
+        let conflist: Value = serde_json::from_str(&written[0].1)?;
+        ensure!(
+            conflist.pointer("/plugins/0/ipam/ranges/0/0/subnet") == Some(&Value::from(cidr)),
+            "{conflist}"
+        );
+        ensure!(network_ready(&mut client).await?, "not ready with {cidr}");
+    }
+    let err = client
+        .update_runtime_config(UpdateRuntimeConfigRequest {
+            runtime_config: Some(RuntimeConfig {
+                network_config: Some(NetworkConfig {
+                    pod_cidr: "10.1.2.3/99".into(),
+                }),
+            }),
+        })
+        .await
+        .expect_err("a bad CIDR");
+    ensure!(err.code() == Code::InvalidArgument, "{err:?}");
     Ok(())
 }
 

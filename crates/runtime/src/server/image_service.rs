@@ -1,10 +1,6 @@
 //! The CRI v1 ImageService, served by [`ImageManager`] (as containerd's CRI plugin serves it
 //! from its image store).
 
-use std::collections::HashSet;
-use std::io;
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_cri::v1::image_service_server::ImageService;
@@ -104,7 +100,7 @@ impl ImageService for ImageManager {
             .map(|dir| dir.to_path_buf())
             .collect();
         let root = self.snapshotter().root().to_path_buf();
-        let (bytes, inodes) = tokio::task::spawn_blocking(move || disk_usage(&dirs))
+        let usage = tokio::task::spawn_blocking(move || crate::stats::fs::usage(&dirs))
             .await
             .map_err(|err| Status::internal(format!("image filesystem usage: {err}")))?
             .map_err(|err| Status::internal(format!("image filesystem usage: {err}")))?;
@@ -118,8 +114,12 @@ impl ImageService for ImageManager {
                 fs_id: Some(FilesystemIdentifier {
                     mountpoint: root.display().to_string(),
                 }),
-                used_bytes: Some(UInt64Value { value: bytes }),
-                inodes_used: Some(UInt64Value { value: inodes }),
+                used_bytes: Some(UInt64Value {
+                    value: usage.used_bytes,
+                }),
+                inodes_used: Some(UInt64Value {
+                    value: usage.inodes_used,
+                }),
             }],
             container_filesystems: Vec::new(),
         }))
@@ -161,42 +161,6 @@ fn cri_image(record: &ImageRecord) -> Image {
     }
 }
 
-/// Bytes (allocated blocks) and inodes used under `roots`, each inode counted once.
-fn disk_usage(roots: &[PathBuf]) -> io::Result<(u64, u64)> {
-    let mut seen = HashSet::new();
-    let mut bytes = 0;
-    let mut pending = roots.to_vec();
-    while let Some(path) = pending.pop() {
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(meta) => meta,
-            // Removed while walking (a snapshot went away): not in use any more.
-            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
-            Err(err) => {
-                return Err(io::Error::new(
-                    err.kind(),
-                    format!("{}: {err}", path.display()),
-                ));
-            }
-        };
-        if !seen.insert((meta.dev(), meta.ino())) {
-            continue;
-        }
-        bytes += meta.blocks() * 512;
-        if meta.is_dir() {
-            match std::fs::read_dir(&path) {
-                Ok(entries) => {
-                    for entry in entries {
-                        pending.push(entry?.path());
-                    }
-                }
-                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                Err(err) => return Err(err),
-            }
-        }
-    }
-    Ok((bytes, seen.len() as u64))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,15 +191,5 @@ mod tests {
         let root = cri_image(&record(None));
         assert_eq!((root.uid, root.username.as_str()), (None, ""));
         assert_eq!(root.size, 42);
-    }
-
-    #[test]
-    fn disk_usage_counts_hard_links_once() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("a"), vec![1u8; 10_000]).expect("write");
-        std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).expect("link");
-        let (bytes, inodes) = disk_usage(&[dir.path().to_path_buf()]).expect("usage");
-        assert_eq!(inodes, 2, "the directory and one file");
-        assert!(bytes >= 10_000, "{bytes}");
     }
 }

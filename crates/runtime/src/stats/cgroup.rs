@@ -19,9 +19,15 @@ const V1_UNLIMITED: u64 = 1 << 62;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Layout {
     /// cgroup v1 (or hybrid): one hierarchy per controller under the root.
-    V1 { root: PathBuf },
+    V1 {
+        /// Where the controller hierarchies are mounted (`/sys/fs/cgroup`).
+        root: PathBuf,
+    },
     /// cgroup v2: one unified hierarchy at the root.
-    V2 { root: PathBuf },
+    V2 {
+        /// Where the unified hierarchy is mounted (`/sys/fs/cgroup`).
+        root: PathBuf,
+    },
 }
 
 impl Layout {

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::os::unix::fs::MetadataExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Bytes and inodes used under a directory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -16,18 +16,24 @@ pub struct Usage {
     pub inodes_used: u64,
 }
 
-/// The usage of the tree at `dir`. Entries removed while walking (a container deleting
-/// files, a snapshot going away) are skipped, so a missing `dir` gives zero usage; other
-/// I/O errors are returned.
-pub fn usage(dir: &Path) -> io::Result<Usage> {
+/// The usage of the trees at `roots` together (an inode under several of them counts
+/// once). Entries removed while walking (a container deleting files, a snapshot going
+/// away) are skipped, so a missing root gives zero usage; other I/O errors are returned,
+/// naming the path.
+pub fn usage<P: AsRef<Path>>(roots: &[P]) -> io::Result<Usage> {
     let mut seen = HashSet::new();
     let mut used_bytes = 0;
-    let mut pending = vec![dir.to_path_buf()];
+    let mut pending: Vec<PathBuf> = roots.iter().map(|r| r.as_ref().to_path_buf()).collect();
     while let Some(path) = pending.pop() {
         let meta = match std::fs::symlink_metadata(&path) {
             Ok(meta) => meta,
             Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
-            Err(err) => return Err(err),
+            Err(err) => {
+                return Err(io::Error::new(
+                    err.kind(),
+                    format!("{}: {err}", path.display()),
+                ));
+            }
         };
         if !seen.insert((meta.dev(), meta.ino())) {
             continue;
@@ -58,13 +64,13 @@ mod tests {
     #[test]
     fn counts_blocks_and_inodes_once_per_hard_link() {
         let dir = tempfile::tempdir().unwrap();
-        let empty = usage(dir.path()).unwrap();
+        let empty = usage(&[dir.path()]).unwrap();
         assert_eq!(empty.inodes_used, 1);
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/data"), vec![7u8; 64 * 1024]).unwrap();
         std::fs::hard_link(dir.path().join("sub/data"), dir.path().join("link")).unwrap();
         std::os::unix::fs::symlink("/etc", dir.path().join("etc")).unwrap();
-        let full = usage(dir.path()).unwrap();
+        let full = usage(&[dir.path()]).unwrap();
         assert_eq!(
             full.inodes_used, 4,
             "dir, sub, data (linked twice), symlink"
@@ -74,8 +80,10 @@ mod tests {
             "{full:?} vs {empty:?}"
         );
         assert_eq!(
-            usage(&dir.path().join("missing")).unwrap(),
+            usage(&[dir.path().join("missing")]).unwrap(),
             Usage::default()
         );
+        let overlapping = usage(&[dir.path().to_path_buf(), dir.path().join("sub")]).unwrap();
+        assert_eq!(overlapping, full, "inodes under two roots count once");
     }
 }

@@ -2,7 +2,9 @@
 //! serves on `/metrics/cadvisor` when it takes pod and container stats from the CRI
 //! (feature gate `PodAndContainerStatsFromCRI`), with containerd's label keys (`id`,
 //! `name`, plus `interface` or `device`). Values come from the same readings as
-//! ContainerStats and PodSandboxStats.
+//! ContainerStats and PodSandboxStats. CRI metric values are unsigned integers, so
+//! `container_cpu_usage_seconds_total` counts whole seconds (as containerd and CRI-O
+//! report it).
 
 use k8s_cri::v1::{
     ContainerMetrics, ContainerStats, ListMetricDescriptorsResponse, ListPodSandboxMetricsResponse,

@@ -241,7 +241,7 @@ impl Runtime {
             cgroup::Sample::default()
         };
         let snapshots = self.images.snapshotter();
-        let layer = fs::usage(&snapshots.upper_dir(&container.id)?)?;
+        let layer = fs::usage(&[snapshots.upper_dir(&container.id)?])?;
         let stats = ContainerStats {
             attributes: Some(ContainerAttributes {
                 id: container.id.clone(),

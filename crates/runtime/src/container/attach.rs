@@ -65,12 +65,14 @@ impl Runtime {
 }
 
 /// Relays the client's stdin ([`Frame::Stdin`], then [`Frame::CloseStdin`]) and terminal
-/// sizes to the shim; returns once both ended.
+/// sizes to the shim; returns once both ended, handing back the connection's writing half:
+/// closing it would end the session on the shim's side (and drop output still on its way
+/// from the container), so it stays open until the caller is done.
 async fn send_input(
     mut writer: OwnedWriteHalf,
     stdin: Option<Input>,
     resize: Option<mpsc::Receiver<TerminalSize>>,
-) {
+) -> OwnedWriteHalf {
     let (frames, mut queue) = mpsc::channel::<Frame>(QUEUE);
     if let Some(mut stdin) = stdin {
         let frames = frames.clone();
@@ -104,6 +106,7 @@ async fn send_input(
             break;
         }
     }
+    writer
 }
 
 /// Writes the shim's output frames to the client until the shim closes the connection.

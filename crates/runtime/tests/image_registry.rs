@@ -158,6 +158,37 @@ async fn basic_auth_from_the_request_or_the_config() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn bearer_token_auth_with_basic_credentials() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let registry = Registry::start_with_token_auth("skiff", "t0ken").expect("registry");
+    let image = registry
+        .push("skiff-test/tokened", "v1", &small_image("tokened"))
+        .expect("push");
+    let root = tempfile::tempdir().expect("tempdir");
+    let images = open(root.path(), |_| {});
+    let err = images.pull(&image, None).await.expect_err("anonymous");
+    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
+    let wrong = AuthConfig {
+        username: "skiff".into(),
+        password: "nope".into(),
+        ..Default::default()
+    };
+    let err = images.pull(&image, Some(&wrong)).await.expect_err("wrong");
+    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
+    assert!(images.list().is_empty());
+    let right = AuthConfig {
+        username: "skiff".into(),
+        password: "t0ken".into(),
+        ..Default::default()
+    };
+    images.pull(&image, Some(&right)).await.expect("pull");
+    assert!(images.get(&image).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn mirrors_are_tried_in_order_before_the_registry() {
     if !is_root() {
         eprintln!("skipped: needs root");

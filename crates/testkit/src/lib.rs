@@ -27,10 +27,11 @@ mod registry;
 mod spawn;
 pub mod stream;
 mod sys;
+mod token;
 
 pub use image::{
-    Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform, PlatformManifest,
-    TarEntry, busybox, busybox_with, layer_tar, pause,
+    ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,
+    PlatformManifest, TarEntry, archive_tar, busybox, busybox_with, layer_tar, pause, write_files,
 };
 pub use node::{Node, NodeOptions};
 pub use proxy::{Proxy, Throttle};

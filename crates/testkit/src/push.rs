@@ -1,7 +1,6 @@
 //! Pushing an [`Image`] with the OCI distribution API (blob upload, manifest PUT).
 
 use anyhow::{Context, bail};
-use base64::Engine as _;
 use ureq::http::Response;
 use ureq::{Agent, RequestBuilder};
 
@@ -19,23 +18,18 @@ pub fn push(host: &str, repo: &str, tag: &str, image: &Image) -> anyhow::Result<
     push_as(host, None, repo, tag, image)
 }
 
-/// [`push`] with HTTP basic `credentials` (user, password) on every request.
+/// [`push`] with an `Authorization` header value (`Basic ...`, `Bearer ...`) on every
+/// request.
 pub(crate) fn push_as(
     host: &str,
-    credentials: Option<(&str, &str)>,
+    authorization: Option<String>,
     repo: &str,
     tag: &str,
     image: &Image,
 ) -> anyhow::Result<String> {
     let client = Client {
         agent: sys::http_agent(),
-        authorization: credentials.map(|(user, password)| {
-            let pair = format!("{user}:{password}");
-            format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(pair)
-            )
-        }),
+        authorization,
     };
     for blob in &image.blobs {
         push_blob(&client, host, repo, blob)

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
@@ -18,31 +18,35 @@ const QUEUE: usize = 16;
 
 impl Runtime {
     /// Connects `streams` to the running container's stdio until the container exits (its
-    /// output delivered), the client's output fails, or — when the client asked for stdin
-    /// only — its stdin ends. The client's stdin reaches the container only when it was
-    /// created with `stdin`; with `stdin_once` the container's stdin closes when this
-    /// session's stdin ends. Resizes apply to a tty container's terminal. What the
-    /// container writes meanwhile still goes to the CRI log. Errors: `NotFound`,
-    /// `FailedPrecondition` (not running).
+    /// output delivered) or the client's output fails. The client's stdin reaches the
+    /// container only when it was created with `stdin`. When the client's stdin ends,
+    /// as containerd: with `stdin_once` and no tty the container's stdin is closed and the
+    /// session goes on until the container exits; otherwise the session ends. Resizes
+    /// apply to a tty container's terminal. What the container writes meanwhile still goes
+    /// to the CRI log. Errors: `NotFound`, `FailedPrecondition` (not running).
     pub(crate) async fn attach_streams(&self, container_id: &str, streams: Streams) -> Result<()> {
-        let container = self.running_container(container_id).await?;
-        let stdin = streams.stdin.filter(|_| container.config.stdin);
-        let stderr = streams.stderr.filter(|_| !container.config.tty);
+        let config = self.running_container(container_id).await?.config;
+        let stdin = streams.stdin.filter(|_| config.stdin);
+        let stderr = streams.stderr.filter(|_| !config.tty);
         let hello = Frame::Attach {
             stdin: stdin.is_some(),
             stdout: streams.stdout.is_some(),
             stderr: stderr.is_some(),
         };
         let output_wanted = streams.stdout.is_some() || stderr.is_some();
+        // Only a pipe closes for good (`stdin_once`); a terminal stays open.
+        let closes_stdin = config.stdin_once && !config.tty;
+        let ends_with_stdin = stdin.is_some() && !closes_stdin;
         let (reader, mut writer) = self.connect_shim(container_id).await?.into_split();
         writer
             .write_all(&hello.encode())
             .await
             .context("writing to the shim")?;
-        let mut input = tokio::spawn(send_input(writer, stdin, streams.resize));
+        let (stdin_done, stdin_ended) = oneshot::channel();
+        let input = tokio::spawn(send_input(writer, stdin, stdin_done, streams.resize));
         let result = tokio::select! {
             result = receive_output(reader, streams.stdout, stderr) => result,
-            _ = &mut input, if !output_wanted => Ok(()),
+            _ = stdin_ended, if ends_with_stdin || !output_wanted => Ok(()),
         };
         input.abort();
         result
@@ -64,26 +68,29 @@ impl Runtime {
     }
 }
 
-/// Relays the client's stdin ([`Frame::Stdin`], then [`Frame::CloseStdin`]) and terminal
-/// sizes to the shim; returns once both ended, handing back the connection's writing half:
-/// closing it would end the session on the shim's side (and drop output still on its way
-/// from the container), so it stays open until the caller is done.
+/// Relays the client's stdin ([`Frame::Stdin`], then [`Frame::CloseStdin`], then
+/// `stdin_done` once that is written) and terminal sizes to the shim. Returns the
+/// connection's writing half once both ended: closing it would end the session on the
+/// shim's side and drop output still on its way from the container, so it stays open
+/// until the caller is done.
 async fn send_input(
     mut writer: OwnedWriteHalf,
     stdin: Option<Input>,
+    stdin_done: oneshot::Sender<()>,
     resize: Option<mpsc::Receiver<TerminalSize>>,
 ) -> OwnedWriteHalf {
-    let (frames, mut queue) = mpsc::channel::<Frame>(QUEUE);
+    let (frames, mut queue) = mpsc::channel::<(Frame, Option<oneshot::Sender<()>>)>(QUEUE);
     if let Some(mut stdin) = stdin {
         let frames = frames.clone();
         tokio::spawn(async move {
             let mut buf = vec![0u8; CHUNK];
             while let Ok(n) = stdin.read(&mut buf).await {
-                if n == 0 || frames.send(Frame::Stdin(buf[..n].to_vec())).await.is_err() {
+                let frame = Frame::Stdin(buf[..n].to_vec());
+                if n == 0 || frames.send((frame, None)).await.is_err() {
                     break;
                 }
             }
-            let _ = frames.send(Frame::CloseStdin).await;
+            let _ = frames.send((Frame::CloseStdin, Some(stdin_done))).await;
         });
     }
     if let Some(mut sizes) = resize {
@@ -94,16 +101,19 @@ async fn send_input(
                     width: size.width,
                     height: size.height,
                 };
-                if frames.send(frame).await.is_err() {
+                if frames.send((frame, None)).await.is_err() {
                     break;
                 }
             }
         });
     }
     drop(frames);
-    while let Some(frame) = queue.recv().await {
+    while let Some((frame, written)) = queue.recv().await {
         if writer.write_all(&frame.encode()).await.is_err() {
             break;
+        }
+        if let Some(written) = written {
+            let _ = written.send(());
         }
     }
     writer

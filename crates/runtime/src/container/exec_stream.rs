@@ -46,7 +46,8 @@ impl Runtime {
         if cmd.is_empty() {
             return Err(Error::InvalidArgument("exec command is required".into()));
         }
-        let runc = self.runc(&self.running_container(container_id).await?.runtime_handler);
+        let handler = self.running_container(container_id).await?.runtime_handler;
+        let runc = self.runc(&handler);
         let pid_file = self
             .bundle(container_id)
             .join(format!("exec-{}.pid", crate::id::generate()?));

@@ -18,6 +18,14 @@ pub fn normalize(image: &str) -> Result<Reference, Error> {
         return Err(invalid("empty or surrounded by whitespace".to_string()));
     }
     let reference = Reference::try_from(image).map_err(|err| invalid(err.to_string()))?;
+    // Docker's grammar allows uppercase in the registry host only, never in the path.
+    if reference
+        .repository()
+        .bytes()
+        .any(|b| b.is_ascii_uppercase())
+    {
+        return Err(invalid("repository name must be lowercase".to_string()));
+    }
     // Docker refuses repository names that look like image IDs, which would be ambiguous.
     let last = reference
         .repository()
@@ -100,6 +108,10 @@ mod tests {
         );
         assert_eq!(normalized("127.0.0.1:5000/a/b:t"), "127.0.0.1:5000/a/b:t");
         assert_eq!(
+            normalized("Registry.Example:5000/app"),
+            "Registry.Example:5000/app:latest"
+        );
+        assert_eq!(
             normalized("registry.k8s.io/pause:3.9"),
             "registry.k8s.io/pause:3.9"
         );
@@ -120,6 +132,8 @@ mod tests {
             "",
             " busybox",
             "Busybox",
+            "UPPER/case:tag",
+            "example.com/Team/app",
             "busybox:",
             "a/../b",
             "busybox@sha256:abc",

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_cri::v1::image_service_server::ImageService;
@@ -41,7 +41,8 @@ impl ImageService for ImageManager {
     }
 
     /// The image, or no image when it is not present (not an error, per CRI). `verbose`
-    /// adds `info["info"]`: JSON with the chain IDs and the image config.
+    /// adds `info["info"]`: JSON with containerd's keys, `chainID` (of the top layer) and
+    /// `imageSpec` (the image config), plus `chainIDs` (every layer's, bottom first).
     async fn image_status(
         &self,
         request: Request<ImageStatusRequest>,
@@ -54,6 +55,7 @@ impl ImageService for ImageManager {
         let mut info = std::collections::HashMap::new();
         if request.verbose {
             let details = serde_json::json!({
+                "chainID": record.chain_ids.last(),
                 "chainIDs": record.chain_ids,
                 "imageSpec": record.config,
             });
@@ -88,22 +90,24 @@ impl ImageService for ImageManager {
         Ok(Response::new(RemoveImageResponse {}))
     }
 
-    /// Space (bytes, inodes) used by unpacked layers and writable snapshots.
+    /// Space (bytes, inodes) used by the image filesystem: blobs in the content store,
+    /// unpacked layers and writable snapshots, measured now (containerd samples its
+    /// snapshotter every 10 s). The mount point reported is the snapshotter's directory,
+    /// as containerd reports its snapshotter's.
     async fn image_fs_info(
         &self,
         _request: Request<ImageFsInfoRequest>,
     ) -> Result<Response<ImageFsInfoResponse>, Status> {
+        let dirs: Vec<_> = self
+            .filesystem_dirs()
+            .iter()
+            .map(|dir| dir.to_path_buf())
+            .collect();
         let root = self.snapshotter().root().to_path_buf();
-        let walk_root = root.clone();
-        let (bytes, inodes) = tokio::task::spawn_blocking(move || disk_usage(&walk_root))
+        let (bytes, inodes) = tokio::task::spawn_blocking(move || disk_usage(&dirs))
             .await
             .map_err(|err| Status::internal(format!("image filesystem usage: {err}")))?
-            .map_err(|err| {
-                Status::internal(format!(
-                    "image filesystem usage of {}: {err}",
-                    root.display()
-                ))
-            })?;
+            .map_err(|err| Status::internal(format!("image filesystem usage: {err}")))?;
         let timestamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|since| i64::try_from(since.as_nanos()).unwrap_or(i64::MAX))
@@ -157,17 +161,22 @@ fn cri_image(record: &ImageRecord) -> Image {
     }
 }
 
-/// Bytes (allocated blocks) and inodes used under `root`, each inode counted once.
-fn disk_usage(root: &Path) -> io::Result<(u64, u64)> {
+/// Bytes (allocated blocks) and inodes used under `roots`, each inode counted once.
+fn disk_usage(roots: &[PathBuf]) -> io::Result<(u64, u64)> {
     let mut seen = HashSet::new();
     let mut bytes = 0;
-    let mut pending = vec![root.to_path_buf()];
+    let mut pending = roots.to_vec();
     while let Some(path) = pending.pop() {
         let meta = match std::fs::symlink_metadata(&path) {
             Ok(meta) => meta,
             // Removed while walking (a snapshot went away): not in use any more.
             Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
-            Err(err) => return Err(err),
+            Err(err) => {
+                return Err(io::Error::new(
+                    err.kind(),
+                    format!("{}: {err}", path.display()),
+                ));
+            }
         };
         if !seen.insert((meta.dev(), meta.ino())) {
             continue;
@@ -225,7 +234,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a"), vec![1u8; 10_000]).expect("write");
         std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).expect("link");
-        let (bytes, inodes) = disk_usage(dir.path()).expect("usage");
+        let (bytes, inodes) = disk_usage(&[dir.path().to_path_buf()]).expect("usage");
         assert_eq!(inodes, 2, "the directory and one file");
         assert!(bytes >= 10_000, "{bytes}");
     }

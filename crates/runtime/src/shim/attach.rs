@@ -17,7 +17,11 @@ pub fn serve(listener: UnixListener, stdio: Arc<Stdio>) -> io::Result<()> {
         .stack_size(THREAD_STACK)
         .spawn(move || {
             for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
+                let Ok(conn) = conn else {
+                    // Out of descriptors, most likely: let connections finish.
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    continue;
+                };
                 let stdio = stdio.clone();
                 let spawned =
                     std::thread::Builder::new()

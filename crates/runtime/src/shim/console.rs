@@ -34,14 +34,8 @@ impl ConsoleSocket {
     }
 
     /// Takes the pty master runc sent. Call once runc has returned: the connection is
-    /// already queued then, so this does not block. The socket file is removed.
-    pub fn receive(self) -> anyhow::Result<OwnedFd> {
-        let received = self.receive_fd();
-        let _ = std::fs::remove_file(self.path());
-        received
-    }
-
-    fn receive_fd(&self) -> anyhow::Result<OwnedFd> {
+    /// already queued then, so this does not block.
+    pub fn receive(&self) -> anyhow::Result<OwnedFd> {
         self.listener.set_nonblocking(true)?;
         let (conn, _) = match self.listener.accept() {
             Ok(accepted) => accepted,
@@ -79,6 +73,13 @@ impl ConsoleSocket {
     }
 }
 
+impl Drop for ConsoleSocket {
+    /// Removes the socket file.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.path());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +106,7 @@ mod tests {
         .unwrap();
         drop(write);
         let received = socket.receive().unwrap();
+        drop(socket);
         std::fs::File::from(received).write_all(b"hi").unwrap();
         let mut text = String::new();
         std::fs::File::from(read).read_to_string(&mut text).unwrap();

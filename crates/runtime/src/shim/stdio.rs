@@ -119,10 +119,11 @@ impl Stdio {
         }
     }
 
-    /// An attach session's stdin ended: with `stdin_once` the container's stdin is closed
-    /// for good (CRI `ContainerConfig.stdin_once`), the container reads EOF on a pipe.
+    /// An attach session's stdin ended: with `stdin_once` the container's stdin pipe is
+    /// closed for good (CRI `ContainerConfig.stdin_once`), the container reads EOF. A
+    /// terminal stays open (containerd closes stdin only without a tty).
     pub fn end_stdin(&self) {
-        if self.stdin_once {
+        if self.stdin_once && self.terminal.is_none() {
             lock(&self.stdin).take();
         }
     }

@@ -2,7 +2,7 @@
 //! against Skiff's runtime and containerd 1.6 (see `common::cri`), with the SPDY/3.1 and
 //! WebSocket clients of `skiff_testkit::stream`: exec with stdin / stdout / stderr and
 //! exit codes, a terminal and its resize, attach to a container echoing its stdin,
-//! port-forward to a pod's httpd, and the error cases (NotFound, FailedPrecondition,
+//! port-forward to a pod's httpd (pod network and host network), and the error cases (NotFound, FailedPrecondition,
 //! InvalidArgument, used or unknown tokens answered 404).
 //!
 //! containerd 1.6 vendors a kubelet streaming server from before the v5 WebSocket
@@ -27,13 +27,15 @@ common::cri_cases! {
     attach_over_websocket_v5 => skiff_only("containerd 1.6's streaming server predates the v5 WebSocket protocol"),
     port_forward_over_spdy,
     port_forward_over_websocket,
+    port_forward_to_a_host_network_pod,
     streaming_errors,
 }
 
-/// A busybox httpd serving `body` on port 8080.
-fn httpd_args(body: &str) -> Vec<String> {
-    let script =
-        format!("mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 8080 -h /www");
+/// A busybox httpd serving `body` on `address` (`8080`, `127.0.0.1:8080`).
+fn httpd_args(body: &str, address: &str) -> Vec<String> {
+    let script = format!(
+        "mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p {address} -h /www"
+    );
     vec!["sh".into(), "-c".into(), script]
 }
 
@@ -243,15 +245,25 @@ async fn port_forward_url(
 
 /// A pod serving `body` over HTTP on 8080, once it answers; returns its sandbox ID.
 async fn web_pod(rt: &CriRuntime, name: &str, body: &str) -> anyhow::Result<String> {
-    let config = rt.container_config("main", &rt.busybox(), httpd_args(body));
+    let config = rt.container_config("main", &rt.busybox(), httpd_args(body, "8080"));
     let (sandbox_id, container_id) = pod(rt, name, config).await?;
-    // Ready when the server answers from inside the pod.
+    wait_http(rt, &container_id, 8080, body).await?;
+    Ok(sandbox_id)
+}
+
+/// Waits until `127.0.0.1:port` answers `body`, asked from inside the container.
+async fn wait_http(
+    rt: &CriRuntime,
+    container_id: &str,
+    port: u16,
+    body: &str,
+) -> anyhow::Result<()> {
     let probe = ExecSyncRequest {
-        container_id,
+        container_id: container_id.into(),
         cmd: strings(&[
             "sh",
             "-c",
-            "echo -e 'GET / HTTP/1.0\\r\\n' | nc 127.0.0.1 8080",
+            &format!("echo -e 'GET / HTTP/1.0\\r\\n' | nc 127.0.0.1 {port}"),
         ]),
         timeout: 5,
     };
@@ -262,11 +274,11 @@ async fn web_pod(rt: &CriRuntime, name: &str, body: &str) -> anyhow::Result<Stri
             .await?
             .into_inner();
         if String::from_utf8_lossy(&out.stdout).contains(body) {
-            return Ok(sandbox_id);
+            return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    anyhow::bail!("the httpd of {name} never answered")
+    anyhow::bail!("the httpd of {container_id} never answered on port {port}")
 }
 
 const GET: &[u8] = b"GET / HTTP/1.0\r\n\r\n";
@@ -304,6 +316,64 @@ async fn port_forward_over_websocket(rt: &CriRuntime) -> anyhow::Result<()> {
     let reply = String::from_utf8_lossy(reply);
     ensure!(
         reply.contains("forwarded-ws") && error.is_empty(),
+        "reply {reply:?}, error {error:?}"
+    );
+    Ok(())
+}
+
+/// A host-network pod: the forwarded connection is made in the host's network namespace.
+async fn port_forward_to_a_host_network_pod(rt: &CriRuntime) -> anyhow::Result<()> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    rt.pull(&rt.busybox()).await?;
+    let mut sandbox_config = rt.sandbox_config("pf-host");
+    // The host's UTS namespace too: no hostname of its own (runc refuses one).
+    sandbox_config.hostname = String::new();
+    sandbox_config
+        .linux
+        .get_or_insert_with(Default::default)
+        .security_context
+        .get_or_insert_with(Default::default)
+        .namespace_options
+        .get_or_insert_with(Default::default)
+        .network = NamespaceMode::Node as i32;
+    let sandbox_id = rt
+        .runtime_client()
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(sandbox_config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await?
+        .into_inner()
+        .pod_sandbox_id;
+    let config = rt.container_config(
+        "main",
+        &rt.busybox(),
+        httpd_args("forwarded-host", &format!("127.0.0.1:{port}")),
+    );
+    let container_id = rt
+        .runtime_client()
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+            config: Some(config),
+            sandbox_config: Some(sandbox_config),
+        })
+        .await?
+        .into_inner()
+        .container_id;
+    rt.runtime_client()
+        .start_container(StartContainerRequest {
+            container_id: container_id.clone(),
+        })
+        .await?;
+    wait_http(rt, &container_id, port, "forwarded-host").await?;
+    let url = port_forward_url(rt, &sandbox_id, &[]).await?;
+    let mut session = spdy::PortForward::connect(&url).await?;
+    let (reply, error) = session.open(port).await?.exchange(GET).await?;
+    let reply = String::from_utf8_lossy(&reply);
+    ensure!(
+        reply.contains("forwarded-host") && error.is_empty(),
         "reply {reply:?}, error {error:?}"
     );
     Ok(())

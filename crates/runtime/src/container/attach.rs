@@ -69,13 +69,16 @@ impl Runtime {
 }
 
 /// Relays the client's stdin ([`Frame::Stdin`], then [`Frame::CloseStdin`], then
-/// `stdin_done` once that is written) and terminal sizes to the shim.
+/// `stdin_done` once that is written) and terminal sizes to the shim. Returns the
+/// connection's writing half once both ended: closing it would end the session on the
+/// shim's side and drop output still on its way from the container, so it stays open
+/// until the caller is done.
 async fn send_input(
     mut writer: OwnedWriteHalf,
     stdin: Option<Input>,
     stdin_done: oneshot::Sender<()>,
     resize: Option<mpsc::Receiver<TerminalSize>>,
-) {
+) -> OwnedWriteHalf {
     let (frames, mut queue) = mpsc::channel::<(Frame, Option<oneshot::Sender<()>>)>(QUEUE);
     if let Some(mut stdin) = stdin {
         let frames = frames.clone();
@@ -113,6 +116,7 @@ async fn send_input(
             let _ = written.send(());
         }
     }
+    writer
 }
 
 /// Writes the shim's output frames to the client until the shim closes the connection.

@@ -6,8 +6,6 @@
 pub mod spdy;
 pub mod websocket;
 
-use std::time::Duration;
-
 pub use skiff_runtime::streaming::protocol::{Status, TerminalSizeMessage};
 
 /// What a remote command session sends; the stream flags must match the CRI request
@@ -16,9 +14,6 @@ pub use skiff_runtime::streaming::protocol::{Status, TerminalSizeMessage};
 pub struct Session {
     /// Open stdin and send these bytes, then close it.
     pub stdin: Option<Vec<u8>>,
-    /// Wait this long after the streams are up (and the resize is sent) before sending
-    /// stdin.
-    pub stdin_delay: Duration,
     /// Read stdout.
     pub stdout: bool,
     /// Read stderr.

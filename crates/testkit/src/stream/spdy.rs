@@ -138,7 +138,6 @@ pub async fn remote_command(
     }
     let send = async {
         if let (Some(mut stdin), Some(data)) = (stdin, session.stdin.as_ref()) {
-            tokio::time::sleep(session.stdin_delay).await;
             stdin.writer.write_all(data).await?;
             stdin.writer.shutdown().await?;
         }

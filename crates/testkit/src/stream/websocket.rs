@@ -80,7 +80,6 @@ pub async fn remote_command(
                 .await?;
         }
         if let Some(data) = &session.stdin {
-            tokio::time::sleep(session.stdin_delay).await;
             sink.send(message(ch::STDIN, data, encoding)).await?;
             if protocol.starts_with("v5.") {
                 sink.send(message(ch::CLOSE, &[ch::STDIN], encoding))

@@ -16,6 +16,7 @@ use crate::image::ImageManager;
 use crate::registry::Registry;
 use crate::sandbox::{self, Sandbox};
 use crate::store::Store;
+use crate::streaming::StreamServer;
 
 /// The CRI runtime service (`impl RuntimeService for Runtime` is in [`crate::server`]).
 pub struct Runtime {
@@ -26,6 +27,9 @@ pub struct Runtime {
     pub(crate) container_store: Store,
     pub(crate) sandboxes: Registry<Sandbox>,
     pub(crate) containers: Registry<Container>,
+    /// The exec / attach / port-forward server (bound here, served by
+    /// [`crate::server::serve`]).
+    pub(crate) streaming: StreamServer,
     /// Lowest oom_score_adj the runtime may request (see [`crate::oom::floor`]).
     pub(crate) oom_floor: Option<i32>,
     /// Container lifecycle events (GetContainerEvents).
@@ -45,6 +49,9 @@ impl Runtime {
     /// runtime was down are read from the shims' exit files (and reported as STOPPED events
     /// to the first GetContainerEvents subscriber). Starts the exit watcher when called
     /// inside a tokio runtime.
+    ///
+    /// The streaming server's listener is bound here, so the URLs of Exec / Attach /
+    /// PortForward are known before it is served.
     ///
     /// Errors when another runtime (another `skiff kubelet` or `skiff runtime`) uses the same
     /// root: two runtimes would manage the same containers and remove each other's socket.
@@ -68,8 +75,10 @@ impl Runtime {
             config.cni_bin_dirs.clone(),
             &config.pod_cidr,
         )?;
+        let streaming = StreamServer::bind(&config.stream)?;
         let runtime = Runtime {
             cni,
+            streaming,
             images,
             sandbox_store,
             container_store,

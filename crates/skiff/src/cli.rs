@@ -21,6 +21,8 @@ pub enum Command {
     Kubelet(KubeletArgs),
     /// The CRI runtime alone, serving CRI v1 on `<state>/skiff.sock`.
     Runtime(RuntimeArgs),
+    /// Image store tools (`skiff image import FILE|DIR`).
+    Image(crate::image::ImageArgs),
 }
 
 /// `skiff kubelet` flags.

@@ -12,7 +12,10 @@
 //!   integration suite, with async (tokio) gRPC clients; [`pause`] is the sandbox image
 //!   it gives containerd.
 //!
-//! Apart from [`cri`], the API is blocking (plain threads, no async runtime), so it works from `#[test]`
+//! - [`stream`]: async clients of the CRI streaming endpoints (exec / attach /
+//!   port-forward over SPDY/3.1 and WebSocket).
+//!
+//! Apart from [`cri`] and [`stream`], the API is blocking (plain threads, no async runtime), so it works from `#[test]`
 //! and, with care for blocking, from `#[tokio::test]`.
 
 pub mod cri;
@@ -22,11 +25,12 @@ mod proxy;
 mod push;
 mod registry;
 mod spawn;
+pub mod stream;
 mod sys;
 
 pub use image::{
-    Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform, PlatformManifest,
-    TarEntry, busybox, busybox_with, layer_tar, pause,
+    ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,
+    PlatformManifest, TarEntry, archive_tar, busybox, busybox_with, layer_tar, pause, write_files,
 };
 pub use node::{Node, NodeOptions};
 pub use proxy::{Proxy, Throttle};

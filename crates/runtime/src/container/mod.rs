@@ -18,6 +18,7 @@ pub mod spec;
 mod start;
 mod status;
 mod stop;
+mod stream_request;
 mod update;
 pub mod user;
 

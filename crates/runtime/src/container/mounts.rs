@@ -19,8 +19,11 @@ pub struct MountInputs<'a> {
     pub sandbox_paths: &'a Paths,
     /// The pod uses the node's IPC namespace: the node's `/dev/shm` is bound in.
     pub host_ipc: bool,
-    /// Privileged: `/sys` and `/sys/fs/cgroup` are writable.
+    /// Privileged: `/sys` and `/sys/fs/cgroup` are writable if the pod also uses the
+    /// node's network (as containerd 1.6 does; a pod network's sysfs stays read-only).
     pub privileged: bool,
+    /// The pod uses the node's network namespace.
+    pub host_network: bool,
     /// The rootfs is read-only: so are the pod's files.
     pub readonly_rootfs: bool,
     /// The mounted rootfs (image content copied into new volumes).
@@ -57,7 +60,11 @@ pub fn mounts(
         .iter()
         .map(|m| clean(&m.container_path))
         .collect();
-    let sys = if inputs.privileged { "rw" } else { "ro" };
+    let sys = if inputs.privileged && inputs.host_network {
+        "rw"
+    } else {
+        "ro"
+    };
     let mut out = vec![
         mount(
             "/proc",
@@ -313,6 +320,7 @@ mod tests {
             sandbox_paths: &paths,
             host_ipc: false,
             privileged: false,
+            host_network: false,
             readonly_rootfs: false,
             rootfs: &rootfs,
             volumes_dir: &volumes_dir,

@@ -113,8 +113,9 @@ fn capabilities_in_mask(status: &str, field: &str) -> HashSet<Capability> {
 }
 
 /// The container's capability set: all of `current` when privileged, else the defaults
-/// with the security context's additions and drops (`ALL` allowed in either; names with
-/// or without `CAP_`). Adds are applied before drops, as containerd does.
+/// with the security context's additions and drops (names with or without `CAP_`), in
+/// containerd's order: `add: [ALL]` starts from every capability, `drop: [ALL]` from none,
+/// then the named additions, then the named drops.
 pub fn capabilities(
     sc: &LinuxContainerSecurityContext,
     current: &HashSet<Capability>,
@@ -124,25 +125,21 @@ pub fn capabilities(
     }
     let requested = sc.capabilities.clone().unwrap_or_default();
     let is_all = |name: &String| name.eq_ignore_ascii_case("ALL");
-    let mut caps: HashSet<Capability> = DEFAULT_CAPABILITIES
-        .iter()
-        .map(|c| parse_capability(c))
-        .collect::<Result<_>>()?;
-    for name in &requested.add_capabilities {
-        match is_all(name) {
-            true => caps.extend(current.iter().copied()),
-            false => {
-                caps.insert(parse_capability(name)?);
-            }
-        }
+    let mut caps: HashSet<Capability> = if requested.drop_capabilities.iter().any(is_all) {
+        HashSet::new()
+    } else if requested.add_capabilities.iter().any(is_all) {
+        current.clone()
+    } else {
+        DEFAULT_CAPABILITIES
+            .iter()
+            .map(|c| parse_capability(c))
+            .collect::<Result<_>>()?
+    };
+    for name in requested.add_capabilities.iter().filter(|c| !is_all(c)) {
+        caps.insert(parse_capability(name)?);
     }
-    for name in &requested.drop_capabilities {
-        match is_all(name) {
-            true => caps.clear(),
-            false => {
-                caps.remove(&parse_capability(name)?);
-            }
-        }
+    for name in requested.drop_capabilities.iter().filter(|c| !is_all(c)) {
+        caps.remove(&parse_capability(name)?);
     }
     Ok(caps)
 }
@@ -301,6 +298,10 @@ mod tests {
             capabilities(&sc(&[], &["all"]), &current)
                 .unwrap()
                 .is_empty()
+        );
+        assert_eq!(
+            capabilities(&sc(&["KILL"], &["ALL"]), &current).unwrap(),
+            HashSet::from([Capability::Kill])
         );
         let all = capabilities(&sc(&["ALL"], &["SYS_ADMIN"]), &current).unwrap();
         assert_eq!(all.len(), current.len() - 1);

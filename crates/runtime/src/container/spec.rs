@@ -158,6 +158,7 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Spec> {
             sandbox_paths: inputs.sandbox_paths,
             host_ipc: ipc_mode == NamespaceMode::Node,
             privileged: sc.privileged,
+            host_network: network_mode == NamespaceMode::Node,
             readonly_rootfs: sc.readonly_rootfs,
             rootfs: inputs.rootfs,
             volumes_dir: inputs.volumes_dir,

@@ -275,22 +275,76 @@ impl Runtime {
                     .await,
             );
         }
-        let live = futures::stream::unfold(receiver, |mut receiver| async move {
-            loop {
-                match receiver.recv().await {
-                    Ok(event) => return Some((Ok(event), receiver)),
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(
-                            missed,
-                            "a GetContainerEvents subscriber is too slow; skipping events"
-                        );
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        });
         Ok(Box::pin(
-            futures::stream::iter(backlog.into_iter().map(Ok)).chain(live),
+            futures::stream::iter(backlog.into_iter().map(Ok)).chain(live(receiver)),
         ))
+    }
+}
+
+/// The events `receiver` gets, as a stream that ends when the channel closes. When the
+/// subscriber fell so far behind that events were overwritten, those are skipped (with a
+/// warning) and the stream goes on with the oldest one still held.
+fn live(
+    receiver: broadcast::Receiver<ContainerEventResponse>,
+) -> impl Stream<Item = Result<ContainerEventResponse, tonic::Status>> {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        loop {
+            match receiver.recv().await {
+                Ok(event) => return Some((Ok(event), receiver)),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(
+                        missed,
+                        "a GetContainerEvents subscriber is too slow; skipping events"
+                    );
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str) -> ContainerEventResponse {
+        ContainerEventResponse {
+            container_id: id.into(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lagging_subscriber_skips_and_goes_on() {
+        let (sender, receiver) = broadcast::channel(2);
+        let mut stream = Box::pin(live(receiver));
+        for id in ["a", "b", "c", "d"] {
+            sender.send(event(id)).unwrap();
+        }
+        drop(sender);
+        let ids: Vec<String> = stream
+            .by_ref()
+            .map(|e| e.unwrap().container_id)
+            .collect()
+            .await;
+        assert_eq!(ids, ["c", "d"], "a and b were overwritten");
+    }
+
+    #[tokio::test]
+    async fn publishing_never_waits_and_close_ends_subscriptions() {
+        let events = Events::default();
+        let receiver = lock(&events.sender).as_ref().unwrap().subscribe();
+        let mut stream = Box::pin(live(receiver));
+        for n in 0..CAPACITY * 2 {
+            events.publish(event(&n.to_string()));
+        }
+        events.close();
+        let first = stream.next().await.unwrap().unwrap();
+        assert_eq!(
+            first.container_id,
+            CAPACITY.to_string(),
+            "the oldest one kept"
+        );
+        assert_eq!(stream.count().await, CAPACITY - 1);
     }
 }

@@ -2,10 +2,13 @@
 //! service and CRI image plugin).
 //!
 //! Layout under the runtime root: `content/blobs/sha256/<hex>` (blobs), `images/<id-hex>.json`
-//! (one record per image), `snapshots/` (see [`crate::snapshot`]).
+//! (one record per image), `snapshots/` (see [`crate::snapshot`]), `import/` (archives
+//! being imported).
 
+mod archive;
 mod content;
 mod error;
+mod import;
 mod inflight;
 mod lease;
 mod progress;
@@ -58,6 +61,8 @@ pub struct ImageManager {
     /// Blobs being downloaded, so that concurrent pulls fetch a shared blob once.
     inflight: InFlight,
     pull: PullSettings,
+    /// Where archives are unpacked while imported (`<root>/import`).
+    scratch: PathBuf,
 }
 
 /// What pulls take from the [`RuntimeConfig`].
@@ -74,13 +79,33 @@ impl ImageManager {
     /// interrupted pulls (partial blobs, half-unpacked layers). Pulls use the configured
     /// `registries` and `pull_progress_timeout`.
     pub fn new(config: &RuntimeConfig) -> anyhow::Result<Self> {
+        Self::open(config, true)
+    }
+
+    /// Opens (or creates) the image store under `config.root` beside the runtime that owns
+    /// it, which may be running: nothing in progress is touched. For tools such as
+    /// `skiff image import`; the runtime sees the images they add (see [`ImageManager::get`]).
+    pub fn attach(config: &RuntimeConfig) -> anyhow::Result<Self> {
+        Self::open(config, false)
+    }
+
+    fn open(config: &RuntimeConfig, owner: bool) -> anyhow::Result<Self> {
         let root = &config.root;
         let dir = |name: &str| -> PathBuf { root.join(name) };
-        let content = ContentStore::new(&dir("content"))
+        let content = ContentStore::new(&dir("content"), owner)
             .with_context(|| format!("open content store {}", dir("content").display()))?;
-        let images = MetadataStore::load(&dir("images"))
+        let images = MetadataStore::load(&dir("images"), owner)
             .with_context(|| format!("load image records {}", dir("images").display()))?;
-        let snapshotter = Snapshotter::new(&dir("snapshots"))?;
+        let scratch = dir("import");
+        if owner && scratch.is_dir() {
+            crate::snapshot::atomic::remove_temporaries(&scratch)
+                .with_context(|| format!("clean {}", scratch.display()))?;
+        }
+        let snapshotter = if owner {
+            Snapshotter::new(&dir("snapshots"))?
+        } else {
+            Snapshotter::attach(&dir("snapshots"))?
+        };
         Ok(Self {
             content,
             images,
@@ -91,11 +116,13 @@ impl ImageManager {
                 registries: config.registries.clone(),
                 progress_timeout: config.pull_progress_timeout,
             },
+            scratch,
         })
     }
 
     /// Finds an image by ID (`sha256:...`), normalized tag, repo digest, or a short name
-    /// (`busybox` finds `docker.io/library/busybox:latest`).
+    /// (`busybox` finds `docker.io/library/busybox:latest`). Lookups and [`list`](Self::list)
+    /// re-read the records when another process (`skiff image import`) changed them.
     pub fn get(&self, image_ref_or_id: &str) -> Option<ImageRecord> {
         self.images.get(image_ref_or_id).map(|stored| stored.record)
     }

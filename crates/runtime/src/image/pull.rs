@@ -123,7 +123,7 @@ impl ImageManager {
 
 /// Checks that the manifest's layers are tar layers (plain, gzip or zstd; Docker or OCI
 /// media types) matching the config's diff IDs one to one.
-fn check_layers(layers: &[OciDescriptor], diff_ids: &[String]) -> Result<(), String> {
+pub(super) fn check_layers(layers: &[OciDescriptor], diff_ids: &[String]) -> Result<(), String> {
     if layers.len() != diff_ids.len() {
         return Err(format!(
             "manifest has {} layers but the config has {} diff IDs",

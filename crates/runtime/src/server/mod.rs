@@ -16,7 +16,8 @@ use crate::image::ImageManager;
 use crate::runtime::Runtime;
 
 /// Serves CRI v1 (RuntimeService backed by `runtime`, ImageService backed by `images`) on
-/// the unix socket `socket` until `shutdown` completes. A stale socket file is replaced;
+/// the unix socket `socket`, and the runtime's streaming server (exec / attach /
+/// port-forward URLs), until `shutdown` completes or one of them fails. A stale socket file is replaced;
 /// the socket file is removed on shutdown. The returned future owns its arguments
 /// (`'static`), so it can be spawned.
 pub fn serve(
@@ -48,12 +49,31 @@ async fn serve_owned(
         shutdown.await;
         events_runtime.events.close();
     };
-    let result = tonic::transport::Server::builder()
+    let stop = tokio_util::sync::CancellationToken::new();
+    let streaming = runtime
+        .streaming
+        .serve(runtime.clone(), stop.clone().cancelled_owned());
+    let cri = tonic::transport::Server::builder()
         .add_service(RuntimeServiceServer::from_arc(runtime))
         .add_service(ImageServiceServer::from_arc(images))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
-        .context("serving CRI");
+        .serve_with_incoming_shutdown(incoming, {
+            let stop = stop.clone();
+            async move {
+                tokio::select! {
+                    () = shutdown => {}
+                    () = stop.cancelled() => {}
+                }
+            }
+        });
+    // Whichever ends first (shutdown, or a failure) stops the other.
+    let stopping = |result: anyhow::Result<()>| {
+        stop.cancel();
+        result
+    };
+    let (cri, streaming) = tokio::join!(
+        async { stopping(cri.await.context("serving CRI")) },
+        async { stopping(streaming.await) }
+    );
     let _ = crate::store::remove_file_if_exists(socket);
-    result
+    cri.and(streaming)
 }

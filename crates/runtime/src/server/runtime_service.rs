@@ -261,16 +261,16 @@ impl RuntimeService for Runtime {
         reply(Runtime::exec_sync(self, req.into_inner()).await)
     }
 
-    async fn exec(&self, _req: Request<ExecRequest>) -> Reply<ExecResponse> {
-        unimplemented("Exec")
+    async fn exec(&self, req: Request<ExecRequest>) -> Reply<ExecResponse> {
+        reply(Runtime::exec(self, req.into_inner()).await)
     }
 
-    async fn attach(&self, _req: Request<AttachRequest>) -> Reply<AttachResponse> {
-        unimplemented("Attach")
+    async fn attach(&self, req: Request<AttachRequest>) -> Reply<AttachResponse> {
+        reply(Runtime::attach(self, req.into_inner()).await)
     }
 
-    async fn port_forward(&self, _req: Request<PortForwardRequest>) -> Reply<PortForwardResponse> {
-        unimplemented("PortForward")
+    async fn port_forward(&self, req: Request<PortForwardRequest>) -> Reply<PortForwardResponse> {
+        reply(Runtime::port_forward(self, req.into_inner()).await)
     }
 
     async fn container_stats(

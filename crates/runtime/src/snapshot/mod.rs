@@ -37,10 +37,17 @@ pub struct Snapshotter {
 impl Snapshotter {
     /// Opens (or creates) the snapshotter at `root` and discards interrupted work.
     pub fn new(root: &Path) -> anyhow::Result<Self> {
-        let active = root.join("active");
-        fs::create_dir_all(&active).with_context(|| format!("create {}", active.display()))?;
+        let snapshotter = Self::attach(root)?;
         atomic::remove_temporaries(root)
             .with_context(|| format!("clean temporaries in {}", root.display()))?;
+        Ok(snapshotter)
+    }
+
+    /// Opens (or creates) the snapshotter at `root` beside its owner (a running runtime):
+    /// work in progress, its own or the owner's, is left alone.
+    pub fn attach(root: &Path) -> anyhow::Result<Self> {
+        let active = root.join("active");
+        fs::create_dir_all(&active).with_context(|| format!("create {}", active.display()))?;
         Ok(Self {
             root: root.to_path_buf(),
             layer_locks: Mutex::new(HashMap::new()),

@@ -304,7 +304,8 @@ impl Runtime {
         })
     }
 
-    /// Traffic of the sandbox's own network namespace; `None` for host-network pods and
+    /// Traffic of the sandbox's own network namespace (`eth0` as the default interface,
+    /// the others, loopback aside, as `interfaces`); `None` for host-network pods and
     /// when the namespace cannot be read (logged).
     async fn network_of(&self, sandbox: &Sandbox, timestamp: i64) -> Option<NetworkUsage> {
         let interfaces = self.interfaces_of(sandbox).await?;
@@ -321,7 +322,12 @@ impl Runtime {
                 .iter()
                 .find(|i| i.name == DEFAULT_INTERFACE)
                 .map(usage),
-            interfaces: interfaces.iter().map(usage).collect(),
+            // The CRI lists the other interfaces here, "excluding the default".
+            interfaces: interfaces
+                .iter()
+                .filter(|i| i.name != DEFAULT_INTERFACE)
+                .map(usage)
+                .collect(),
         })
     }
 

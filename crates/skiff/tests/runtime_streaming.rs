@@ -328,9 +328,10 @@ async fn exec_attach_tty_and_log_reopening() {
         let (backend, cat) = (backend.clone(), cat.clone());
         async move { backend.attach(&cat, session).await }
     });
+    // stdin ends right away: the output that follows still reaches the session.
     send(&mut client, "hello attach\n").await;
-    read_until(&mut client.stdout, "hello attach\n").await;
     drop(client.stdin.take());
+    read_until(&mut client.stdout, "hello attach\n").await;
     tokio::time::timeout(STEP, attach)
         .await
         .expect("attach ends with the container")

@@ -69,7 +69,7 @@ impl Runtime {
 }
 
 /// Relays the client's stdin ([`Frame::Stdin`], then [`Frame::CloseStdin`], then
-/// `stdin_done` once that is written) and terminal sizes to the shim.
+/// `stdin_done` once that is written) and terminal sizes to the shim; never returns.
 async fn send_input(
     mut writer: OwnedWriteHalf,
     stdin: Option<Input>,
@@ -113,6 +113,10 @@ async fn send_input(
             let _ = written.send(());
         }
     }
+    // Dropping the writer would shut the connection down for writing, which ends the
+    // session at the shim: hold it until the session is over (this task is aborted).
+    std::future::pending::<()>().await;
+    drop(writer);
 }
 
 /// Writes the shim's output frames to the client until the shim closes the connection.

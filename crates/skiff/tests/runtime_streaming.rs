@@ -26,6 +26,63 @@ fn is_root() -> bool {
     })
 }
 
+/// Removes what a failed test left: runc containers (their shims then exit), other
+/// processes naming the test directory (namespace pins) and mounts under it.
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let runc_root = self.dir().join("state/oci/runc");
+        let runc = |args: &[&str]| {
+            std::process::Command::new("runc")
+                .arg("--root")
+                .arg(&runc_root)
+                .args(args)
+                .output()
+        };
+        if let Ok(list) = runc(&["list", "-q"]) {
+            for id in String::from_utf8_lossy(&list.stdout).split_whitespace() {
+                let _ = runc(&["delete", "--force", id]);
+            }
+        }
+        let dir = self.dir().to_string_lossy().into_owned();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let pid = entry.file_name().to_string_lossy().into_owned();
+            if String::from_utf8_lossy(&cmdline).contains(&dir)
+                && pid != std::process::id().to_string()
+            {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid])
+                    .status();
+            }
+        }
+        let mut mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| m.starts_with(&dir))
+            .map(str::to_string)
+            .collect();
+        mounts.sort_by(|a, b| b.cmp(a));
+        for mount in mounts {
+            let _ = umount_lazy(&mount);
+        }
+        let parent = self.cgroup_parent();
+        for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let _ = std::fs::remove_dir(hierarchy.path().join(parent.trim_start_matches('/')));
+        }
+    }
+}
+
+fn umount_lazy(path: &str) -> std::io::Result<std::process::ExitStatus> {
+    std::process::Command::new("umount")
+        .args(["-l", path])
+        .status()
+}
+
 fn runtime_config(dir: &Path) -> RuntimeConfig {
     RuntimeConfig {
         root: dir.join("root"),
@@ -86,6 +143,7 @@ impl Fixture {
             }),
             log_directory: self.dir().join("logs").to_string_lossy().into_owned(),
             linux: Some(LinuxPodSandboxConfig {
+                cgroup_parent: self.cgroup_parent(),
                 security_context: Some(LinuxSandboxSecurityContext {
                     namespace_options: Some(NamespaceOption {
                         network: NamespaceMode::Node as i32,
@@ -97,6 +155,12 @@ impl Fixture {
             }),
             ..Default::default()
         }
+    }
+
+    /// The pod's cgroup, made by runc, removed by the fixture (as the kubelet does).
+    fn cgroup_parent(&self) -> String {
+        let name = self.dir().file_name().unwrap_or_default().to_string_lossy();
+        format!("/{name}")
     }
 
     fn log(&self, name: &str) -> PathBuf {
@@ -328,9 +392,10 @@ async fn exec_attach_tty_and_log_reopening() {
         let (backend, cat) = (backend.clone(), cat.clone());
         async move { backend.attach(&cat, session).await }
     });
+    // stdin ends right away: the output that follows still reaches the session.
     send(&mut client, "hello attach\n").await;
-    read_until(&mut client.stdout, "hello attach\n").await;
     drop(client.stdin.take());
+    read_until(&mut client.stdout, "hello attach\n").await;
     tokio::time::timeout(STEP, attach)
         .await
         .expect("attach ends with the container")

@@ -100,3 +100,66 @@ fn attach(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::io::{Read as _, Write as _};
+
+    use super::*;
+    use crate::shim::log::Stream;
+
+    #[test]
+    fn sessions_feed_stdin_receive_output_and_reopen_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        let (stdin_read, stdin_write) = nix::unistd::pipe().unwrap();
+        let stdio = Arc::new(Stdio::new(
+            crate::shim::stdio::open_log(&log).unwrap(),
+            log.clone(),
+            Some(File::from(stdin_write)),
+            true,
+            None,
+        ));
+        let socket = dir.path().join("attach.sock");
+        serve(UnixListener::bind(&socket).unwrap(), stdio.clone()).unwrap();
+
+        let mut session = UnixStream::connect(&socket).unwrap();
+        let hello = Frame::Attach {
+            stdin: true,
+            stdout: true,
+            stderr: false,
+        };
+        hello.write_to(&mut session).unwrap();
+        Frame::Stdin(b"ping".to_vec())
+            .write_to(&mut session)
+            .unwrap();
+        Frame::CloseStdin.write_to(&mut session).unwrap();
+        let mut received = String::new();
+        File::from(stdin_read)
+            .read_to_string(&mut received)
+            .unwrap();
+        assert_eq!(
+            received, "ping",
+            "stdin_once: EOF after the session's stdin"
+        );
+
+        // The session is registered once its stdin was handled: output reaches it.
+        let (out_read, out_write) = nix::unistd::pipe().unwrap();
+        File::from(out_write).write_all(b"pong\n").unwrap();
+        stdio.copy(Stream::Stdout, File::from(out_read)).unwrap();
+        assert_eq!(
+            Frame::read_from(&mut session).unwrap(),
+            Some(Frame::Stdout(b"pong\n".to_vec()))
+        );
+
+        std::fs::rename(&log, dir.path().join("0.log.1")).unwrap();
+        let mut request = UnixStream::connect(&socket).unwrap();
+        Frame::ReopenLog.write_to(&mut request).unwrap();
+        assert_eq!(
+            Frame::read_from(&mut request).unwrap(),
+            Some(Frame::Reply(Ok(())))
+        );
+        assert!(log.exists(), "reopened at the log path");
+    }
+}

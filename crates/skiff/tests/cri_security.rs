@@ -232,12 +232,13 @@ fn privileged_sandbox(rt: &CriRuntime, name: &str) -> PodSandboxConfig {
     sandbox
 }
 
-/// What a container sees of its privileges: CapEff, the /sys mount's mode, whether
-/// `/proc/timer_list` is masked and `/proc/sys` read-only, whether a host device exists.
+/// What a container sees of its privileges: CapEff, the /sys mount's mode, how much of
+/// `/proc/timer_list` it reads (nothing when masked), whether `/proc/sys` is writable,
+/// whether a host device exists.
 const PRIVILEGE_REPORT: &str = "grep CapEff /proc/self/status; \
      grep ' /sys ' /proc/mounts | cut -d' ' -f4 | cut -d, -f1 | sed 's/^/sys=/'; \
-     echo masked=$(grep -c ' /proc/timer_list ' /proc/mounts); \
-     echo readonly=$(grep -c ' /proc/sys ' /proc/mounts); \
+     echo timer_list_bytes=$(cat /proc/timer_list 2>/dev/null | wc -c); \
+     echo 0 > /proc/sys/kernel/shm_rmid_forced 2>/dev/null && echo procsys-writable; \
      test -c DEVICE && echo device-present; true";
 
 /// A privileged container has every capability the runtime has, no masked or read-only
@@ -280,21 +281,31 @@ async fn privileged(rt: &CriRuntime) -> anyhow::Result<()> {
             "{name}: CapEff {eff:x}, the runtime's bounding set is {host_bounding:x}"
         );
         let sys = if host_network { "sys=rw" } else { "sys=ro" };
-        for expected in [sys, "masked=0", "readonly=0", "device-present"] {
+        for expected in [sys, "procsys-writable", "device-present"] {
             ensure!(out.contains(expected), "{name}: no {expected:?} in\n{out}");
         }
+        ensure!(
+            !out.contains("timer_list_bytes=0"),
+            "{name}: masked:\n{out}"
+        );
 
-        let out = output_of(rt, &sandbox_id, &sandbox, shell(rt, "plain", &script)).await?;
+        // The kubelet sends the masked and read-only paths of unprivileged containers.
+        let mut plain = shell(rt, "plain", &script);
+        let sc = security(&mut plain);
+        sc.masked_paths = vec!["/proc/timer_list".into(), "/proc/kcore".into()];
+        sc.readonly_paths = vec!["/proc/sys".into()];
+        let out = output_of(rt, &sandbox_id, &sandbox, plain).await?;
         ensure!(
             hex_mask(status_field(&out, "CapEff"))? == DEFAULT_CAP_EFF,
             "{name}: unprivileged container:\n{out}"
         );
-        for expected in ["sys=ro"] {
-            ensure!(out.contains(expected), "{name}: no {expected:?} in\n{out}");
-        }
         ensure!(
-            !out.contains("device-present"),
-            "{name}: host device in\n{out}"
+            out.contains("sys=ro") && out.contains("timer_list_bytes=0"),
+            "{name}: unprivileged /sys or /proc/timer_list:\n{out}"
+        );
+        ensure!(
+            !out.contains("device-present") && !out.contains("procsys-writable"),
+            "{name}: unprivileged container sees host paths:\n{out}"
         );
     }
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();

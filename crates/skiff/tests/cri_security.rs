@@ -27,6 +27,7 @@ common::cri_cases! {
     seccomp_localhost_profile,
     namespaced_sysctls,
     pid_namespace_modes,
+    shared_pid_namespace_survives_runtime_restart,
     host_network_and_ipc,
 }
 
@@ -555,6 +556,31 @@ async fn pid_namespace_modes(rt: &CriRuntime) -> anyhow::Result<()> {
 
     let _ = sleeper_id;
     remove_pods(rt, &[&shared_id, &private_id, &node_id]).await
+}
+
+/// The pod's shared PID namespace outlives a SIGKILLed runtime: after the restart a new
+/// container still joins it and sees the old one; removing the pod leaves no process.
+async fn shared_pid_namespace_survives_runtime_restart(rt: &CriRuntime) -> anyhow::Result<()> {
+    rt.pull(&rt.busybox()).await?;
+    let pod = NamespaceOption {
+        pid: NamespaceMode::Pod as i32,
+        ..Default::default()
+    };
+    let sandbox = sandbox_with_namespaces(rt, "durable", pod.clone());
+    let sandbox_id = run_pod(rt, &sandbox).await?;
+    let mut sleeper = shell(rt, "sleeper", "exec sleep 3603");
+    with_namespaces(&mut sleeper, pod.clone());
+    create_start(rt, &sandbox_id, &sandbox, sleeper).await?;
+    rt.kill9().await?;
+    rt.restart().await?;
+    let mut looker = shell(rt, "looker", "ps");
+    with_namespaces(&mut looker, pod);
+    let out = output_of(rt, &sandbox_id, &sandbox, looker).await?;
+    ensure!(
+        out.contains("sleep 3603"),
+        "no sleeper after the restart:\n{out}"
+    );
+    remove_pod(rt, &sandbox_id).await
 }
 
 /// A pod on the node's network and IPC namespaces: the node's hostname and hosts file,

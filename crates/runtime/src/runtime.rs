@@ -50,7 +50,7 @@ impl Runtime {
         let root_lock = lock_root(&config.root)?;
         let sandbox_store = Store::open(config.root.join("sandboxes"))?;
         let container_store = Store::open(config.root.join("containers"))?;
-        for dir in ["sandboxes", "containers", "oci"] {
+        for dir in ["sandboxes", "containers", "runc"] {
             let dir = config.state.join(dir);
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         }
@@ -102,14 +102,15 @@ impl Runtime {
         self.bundle(id).join("exit.json")
     }
 
-    /// `--root` state directory of the OCI runtime of `handler`: `<state>/oci/<handler>`
-    /// (each OCI runtime keeps its own state format, so they never share a directory).
+    /// `--root` state directory of the OCI runtime of `handler`: `<state>/runc` for the
+    /// default handler (where runc's state always was), `<state>/oci-runtimes/<handler>`
+    /// for the others (each OCI runtime keeps its own state format, so they never share a
+    /// directory).
     pub(crate) fn runc_root(&self, handler: &str) -> PathBuf {
-        let name = match handler {
-            "" => crate::config::DEFAULT_HANDLER,
-            name => name,
-        };
-        self.config.state.join("oci").join(name)
+        match handler {
+            "" | crate::config::DEFAULT_HANDLER => self.config.state.join("runc"),
+            name => self.config.state.join("oci-runtimes").join(name),
+        }
     }
 }
 

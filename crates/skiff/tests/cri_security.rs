@@ -93,7 +93,7 @@ async fn crun_handler(rt: &CriRuntime) -> anyhow::Result<()> {
     if !cgroup_hybrid_with_v2_controllers() {
         started.context("StartContainer")?;
         ensure!(
-            rt.dir().join("st/oci/crun").join(&id).exists(),
+            rt.dir().join("st/oci-runtimes/crun").join(&id).exists(),
             "no crun state for {id}"
         );
         wait_exit(rt, &id).await?;

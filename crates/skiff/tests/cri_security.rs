@@ -145,9 +145,9 @@ async fn capabilities_add_and_drop(rt: &CriRuntime) -> anyhow::Result<()> {
     remove_pod(rt, &sandbox_id).await
 }
 
-/// The image user `app` resolves through the image's /etc/passwd and /etc/group (primary
-/// group and memberships); run_as_user / run_as_group / supplemental_groups override it;
-/// run_as_username resolves a name.
+/// The image user `app` resolves through the image's /etc/passwd (primary group);
+/// run_as_user / run_as_group / supplemental_groups override it; run_as_group alone is
+/// refused (`Unknown`); run_as_username resolves a name.
 async fn users_and_groups(rt: &CriRuntime) -> anyhow::Result<()> {
     let image = users_image(rt).await?;
     rt.pull(&image).await?;
@@ -191,6 +191,13 @@ async fn users_and_groups(rt: &CriRuntime) -> anyhow::Result<()> {
         (uid.as_str(), gid.as_str()) == ("4321", "8765") && groups.contains(&"4242".to_string()),
         "run_as_user 4321 / group 8765 / supplemental 4242: uid {uid} gid {gid} groups {groups:?}"
     );
+
+    let mut group_only = config("group-only");
+    security(&mut group_only).run_as_group = Some(Int64Value { value: 8765 });
+    let err = create(rt, &sandbox_id, &sandbox, group_only)
+        .await
+        .expect_err("run_as_group without a user accepted");
+    ensure!(err.code() == Code::Unknown, "{err:?}");
 
     let mut named = config("named");
     security(&mut named).run_as_username = "root".into();

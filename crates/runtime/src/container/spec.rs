@@ -195,7 +195,11 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Spec> {
     let mut linux_resources = LinuxResources::default();
     linux_resources.set_devices(Some(device_cgroup));
     if let Some(res) = linux_config.resources.as_ref() {
-        resources::apply(res, &mut linux_resources)?;
+        resources::apply(
+            res,
+            &mut linux_resources,
+            crate::cgroup::hugetlb_available(),
+        )?;
     }
     let mut linux = LinuxBuilder::default()
         .namespaces(namespaces(

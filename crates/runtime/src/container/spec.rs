@@ -76,7 +76,7 @@ pub struct Inputs<'a> {
     /// Capabilities the runtime itself holds (what `ALL` and privileged grant), see
     /// [`security::current_capabilities`].
     pub available_capabilities: &'a HashSet<Capability>,
-    /// Lowest oom_score_adj allowed, see [`crate::oom::floor`].
+    /// Lowest oom_score_adj allowed (the runtime's own score without `CAP_SYS_RESOURCE`).
     pub oom_floor: Option<i32>,
 }
 
@@ -299,7 +299,7 @@ pub fn process_args(
 }
 
 /// `HOSTNAME`, then the image's environment, then the CRI envs; a later entry replaces an
-/// earlier one with the same name. PATH defaults to [`DEFAULT_PATH`].
+/// earlier one with the same name. PATH defaults to the usual system directories.
 pub fn environment(hostname: &str, image_env: &[String], config: &ContainerConfig) -> Vec<String> {
     let mut env: Vec<String> = vec![DEFAULT_PATH.to_string(), format!("HOSTNAME={hostname}")];
     let cri = config

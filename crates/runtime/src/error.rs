@@ -21,6 +21,9 @@ pub enum Error {
     /// The object exists but is in the wrong state (e.g. starting an exited container).
     #[error("{0}")]
     FailedPrecondition(String),
+    /// A limit was reached (too many streaming requests waiting for their client).
+    #[error("{0}")]
+    ResourceExhausted(String),
     /// An operation ran out of its time budget (ExecSync timeout).
     #[error("{0}")]
     Timeout(String),
@@ -62,6 +65,7 @@ impl From<Error> for tonic::Status {
             Error::NotFound { .. } => tonic::Status::not_found(msg),
             Error::InvalidArgument(_) => tonic::Status::invalid_argument(msg),
             Error::FailedPrecondition(_) => tonic::Status::failed_precondition(msg),
+            Error::ResourceExhausted(_) => tonic::Status::resource_exhausted(msg),
             Error::Timeout(_) => tonic::Status::deadline_exceeded(msg),
             Error::Unknown(_) => tonic::Status::unknown(msg),
             Error::Internal(_) => tonic::Status::internal(msg),

@@ -4,13 +4,15 @@
 //! [`snapshot`] (overlayfs snapshots keyed by chain ID), [`sandbox`] (pod sandboxes:
 //! pinned namespaces, hostname, resolv.conf), [`cni`] (CNI plugin invocation),
 //! [`container`] (OCI runtime spec, OCI runtime CLI), [`shim`] (the per-container
-//! monitor), [`server`] (tonic RuntimeService + ImageService).
+//! monitor), [`stats`] (cgroup, filesystem and network statistics, metrics), [`events`]
+//! (container lifecycle events), [`server`] (tonic RuntimeService + ImageService).
 
 mod cgroup;
 pub mod cni;
 pub mod config;
 pub mod container;
 pub mod error;
+pub mod events;
 mod id;
 pub mod image;
 mod oom;
@@ -21,6 +23,7 @@ pub mod sandbox;
 pub mod server;
 pub mod shim;
 pub mod snapshot;
+pub mod stats;
 mod store;
 pub mod streaming;
 

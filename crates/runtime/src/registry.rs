@@ -49,8 +49,53 @@ impl<T> Registry<T> {
         self.lock().remove(id);
     }
 
+    /// The full ID named by `id_or_prefix`: the ID itself, else the one ID it is a prefix
+    /// of (containerd accepts unique truncated IDs everywhere); `None` when unknown or
+    /// ambiguous.
+    pub fn resolve(&self, id_or_prefix: &str) -> Option<String> {
+        let items = self.lock();
+        if items.contains_key(id_or_prefix) {
+            return Some(id_or_prefix.to_string());
+        }
+        if id_or_prefix.is_empty() {
+            return None;
+        }
+        let mut matches = items.keys().filter(|id| id.starts_with(id_or_prefix));
+        match (matches.next(), matches.next()) {
+            (Some(id), None) => Some(id.clone()),
+            _ => None,
+        }
+    }
+
+    /// The IDs of all objects, in no particular order.
+    pub fn ids(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
     /// All objects, in no particular order.
     pub fn all(&self) -> Vec<Arc<tokio::sync::Mutex<T>>> {
         self.lock().values().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Registry;
+
+    #[test]
+    fn resolves_exact_ids_and_unique_prefixes() {
+        let registry = Registry::new("container");
+        for id in ["abc123", "abd456", "abc"] {
+            registry.insert(id.to_string(), ());
+        }
+        assert_eq!(
+            registry.resolve("abc").as_deref(),
+            Some("abc"),
+            "exact wins"
+        );
+        assert_eq!(registry.resolve("abc1").as_deref(), Some("abc123"));
+        assert_eq!(registry.resolve("ab"), None, "ambiguous");
+        assert_eq!(registry.resolve("x"), None);
+        assert_eq!(registry.resolve(""), None);
     }
 }

@@ -16,6 +16,7 @@ use crate::image::ImageManager;
 use crate::registry::Registry;
 use crate::sandbox::{self, Sandbox};
 use crate::store::Store;
+use crate::streaming::StreamServer;
 
 /// The CRI runtime service (`impl RuntimeService for Runtime` is in [`crate::server`]).
 pub struct Runtime {
@@ -26,8 +27,17 @@ pub struct Runtime {
     pub(crate) container_store: Store,
     pub(crate) sandboxes: Registry<Sandbox>,
     pub(crate) containers: Registry<Container>,
+    /// The exec / attach / port-forward server (bound here, served by
+    /// [`crate::server::serve`]).
+    pub(crate) streaming: StreamServer,
     /// Lowest oom_score_adj the runtime may request (see [`crate::oom::floor`]).
     pub(crate) oom_floor: Option<i32>,
+    /// Container lifecycle events (GetContainerEvents).
+    pub(crate) events: crate::events::Events,
+    /// Watches the bundles for the shims' exit files.
+    pub(crate) exit_watcher: crate::events::watcher::ExitWatcher,
+    /// Statistics collector (cgroup layout, previous CPU readings).
+    pub(crate) stats: crate::stats::Collector,
     /// Exclusive lock on `<root>/runtime.lock`, held while the runtime lives.
     _root_lock: Flock<File>,
 }
@@ -36,7 +46,12 @@ impl Runtime {
     /// Opens the runtime: creates its directories, writes the default CNI conflist if none
     /// exists, and reloads every persisted sandbox and container. Containers that kept
     /// running under their shims are picked up as they are; exits that happened while the
-    /// runtime was down are read from the shims' exit files.
+    /// runtime was down are read from the shims' exit files (and reported as STOPPED events
+    /// to the first GetContainerEvents subscriber). Starts the exit watcher when called
+    /// inside a tokio runtime.
+    ///
+    /// The streaming server's listener is bound here, so the URLs of Exec / Attach /
+    /// PortForward are known before it is served.
     ///
     /// Errors when another runtime (another `skiff kubelet` or `skiff runtime`) uses the same
     /// root: two runtimes would manage the same containers and remove each other's socket.
@@ -60,27 +75,47 @@ impl Runtime {
             config.cni_bin_dirs.clone(),
             &config.pod_cidr,
         )?;
+        let streaming = StreamServer::bind(&config.stream)?;
         let runtime = Runtime {
             cni,
+            streaming,
             images,
             sandbox_store,
             container_store,
             sandboxes: Registry::new("pod sandbox"),
             containers: Registry::new("container"),
             oom_floor: crate::oom::floor(),
+            events: crate::events::Events::default(),
+            exit_watcher: crate::events::watcher::ExitWatcher::default(),
+            stats: crate::stats::Collector::new(),
             config,
             _root_lock: root_lock,
         };
         for sandbox in runtime.sandbox_store.load_all::<Sandbox>()? {
+            if !sandbox.ready {
+                runtime.events.mark_stopped(&sandbox.id);
+            }
             runtime.sandboxes.insert(sandbox.id.clone(), sandbox);
         }
         for mut container in runtime.container_store.load_all::<Container>()? {
+            let was_running = container.state == crate::container::State::Running;
             if let Err(err) = runtime.refresh(&mut container) {
                 tracing::warn!(id = %container.id, "reading container exit: {err:#}");
             }
+            if container.state == crate::container::State::Exited {
+                if was_running {
+                    runtime
+                        .events
+                        .push_backlog(&container.id, &container.sandbox_id);
+                } else {
+                    runtime.events.mark_stopped(&container.id);
+                }
+            }
             runtime.containers.insert(container.id.clone(), container);
         }
-        Ok(Arc::new(runtime))
+        let runtime = Arc::new(runtime);
+        crate::events::watcher::start(&runtime);
+        Ok(runtime)
     }
 
     /// Per-sandbox volatile paths.

@@ -11,11 +11,20 @@ use k8s_cri::v1::{
     PullImageRequest, RemoveImageRequest,
 };
 use serde_json::json;
+use skiff_runtime::RuntimeConfig;
 use skiff_runtime::image::{Error, ImageManager};
 use skiff_runtime::snapshot::unmount;
 use skiff_testkit::{
     Compression, ImageBuilder, Layer, Platform, Registry, TarEntry, layer_tar, push,
 };
+
+/// The image store under `root`, with the default pull settings.
+fn open_images(root: &Path) -> anyhow::Result<ImageManager> {
+    ImageManager::new(&RuntimeConfig {
+        root: root.to_path_buf(),
+        ..RuntimeConfig::default()
+    })
+}
 
 fn is_root() -> bool {
     nix::unistd::Uid::effective().is_root()
@@ -98,7 +107,7 @@ async fn pulls_a_multi_platform_image_and_serves_it_over_cri() {
     let index_digest = built.digest();
 
     let root = tempfile::tempdir().expect("tempdir");
-    let images = ImageManager::new(root.path()).expect("image manager");
+    let images = open_images(root.path()).expect("image manager");
     let record = images.pull(&image, None).await.expect("pull");
     assert_eq!(
         record.id, amd64.config_digest,
@@ -169,7 +178,7 @@ async fn pulls_a_multi_platform_image_and_serves_it_over_cri() {
         "present blobs are not downloaded again"
     );
     // Records survive a restart.
-    let reopened = ImageManager::new(root.path()).expect("reopen");
+    let reopened = open_images(root.path()).expect("reopen");
     assert_eq!(reopened.list().len(), 1);
     drop(reopened);
 
@@ -274,7 +283,7 @@ async fn failed_pulls_leave_no_image_and_report_what_went_wrong() {
     let registry = Registry::start().expect("registry");
     let repository = format!("{}/skiff-test/broken", registry.host());
     let root = tempfile::tempdir().expect("tempdir");
-    let images = ImageManager::new(root.path()).expect("image manager");
+    let images = open_images(root.path()).expect("image manager");
 
     // Unknown tag: NotFound, naming the image.
     let missing = format!("{repository}:nope");

@@ -21,6 +21,8 @@ pub enum Command {
     Kubelet(KubeletArgs),
     /// The CRI runtime alone, serving CRI v1 on `<state>/skiff.sock`.
     Runtime(RuntimeArgs),
+    /// Image store tools (`skiff image import FILE|DIR`).
+    Image(crate::image::ImageArgs),
 }
 
 /// `skiff kubelet` flags.
@@ -32,12 +34,18 @@ pub struct KubeletArgs {
     /// The kubelet's own state directory.
     #[arg(long, default_value = "/var/lib/skiff/kubelet")]
     pub root_dir: PathBuf,
-    /// Persistent state of the embedded runtime (images, snapshots, sandboxes, containers).
-    #[arg(long, default_value = "/var/lib/skiff/runtime")]
-    pub runtime_root: PathBuf,
-    /// Volatile state of the embedded runtime (CRI socket, bundles, namespace pins).
-    #[arg(long, default_value = "/run/skiff")]
-    pub runtime_state: PathBuf,
+    /// TOML configuration file of the embedded runtime (the format of `skiff runtime
+    /// --config`); the `--runtime-*` and CNI flags override it when given.
+    #[arg(long, value_name = "FILE")]
+    pub runtime_config: Option<PathBuf>,
+    /// Persistent state of the embedded runtime (images, snapshots, sandboxes, containers)
+    /// [default: /var/lib/skiff/runtime].
+    #[arg(long, value_name = "DIR")]
+    pub runtime_root: Option<PathBuf>,
+    /// Volatile state of the embedded runtime (CRI socket, bundles, namespace pins)
+    /// [default: /run/skiff].
+    #[arg(long, value_name = "DIR")]
+    pub runtime_state: Option<PathBuf>,
     /// Read-only HTTP port (`/healthz`, `/pods`); 0 disables it.
     #[arg(long, default_value_t = 10255)]
     pub read_only_port: u16,
@@ -63,33 +71,37 @@ pub struct KubeletArgs {
     pub network: NetworkArgs,
 }
 
-/// `skiff runtime` flags.
+/// `skiff runtime` flags. The configuration file gives everything; a flag overrides it
+/// only when given, and what neither sets keeps the built-in default.
 #[derive(Debug, Args)]
 pub struct RuntimeArgs {
-    /// Persistent state (images, snapshots, sandboxes, containers).
-    #[arg(long, default_value = "/var/lib/skiff/runtime")]
-    pub root: PathBuf,
-    /// Volatile state (CRI socket, bundles, namespace pins).
-    #[arg(long, default_value = "/run/skiff")]
-    pub state: PathBuf,
+    /// TOML configuration file (root, state, runtimes, cni, stream, registries,
+    /// pull_progress_timeout).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Persistent state (images, snapshots, sandboxes, containers)
+    /// [default: /var/lib/skiff/runtime].
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Volatile state (CRI socket, bundles, namespace pins) [default: /run/skiff].
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
     #[command(flatten)]
     pub network: NetworkArgs,
 }
 
-/// CNI flags shared by the kubelet (embedded runtime) and the runtime.
+/// CNI flags shared by the kubelet (embedded runtime) and the runtime; each overrides the
+/// configuration file's `[cni]` value when given.
 #[derive(Debug, Args)]
 pub struct NetworkArgs {
-    /// CNI network configuration directory; a default bridge conflist is written when empty.
-    #[arg(long, default_value = "/etc/cni/net.d")]
-    pub cni_conf_dir: PathBuf,
-    /// CNI plugin directories, colon-separated.
-    #[arg(
-        long,
-        default_value = "/usr/lib/cni:/opt/cni/bin",
-        value_delimiter = ':'
-    )]
-    pub cni_bin_dir: Vec<PathBuf>,
-    /// Pod CIDR for the default CNI configuration.
-    #[arg(long, default_value = "10.88.0.0/16")]
-    pub pod_cidr: ipnet::IpNet,
+    /// CNI network configuration directory; a default bridge conflist is written when
+    /// empty [default: /etc/cni/net.d].
+    #[arg(long, value_name = "DIR")]
+    pub cni_conf_dir: Option<PathBuf>,
+    /// CNI plugin directories, colon-separated [default: /usr/lib/cni:/opt/cni/bin].
+    #[arg(long, value_name = "DIRS", value_delimiter = ':')]
+    pub cni_bin_dir: Option<Vec<PathBuf>>,
+    /// Pod CIDR for the default CNI configuration [default: 10.88.0.0/16].
+    #[arg(long, value_name = "CIDR")]
+    pub pod_cidr: Option<ipnet::IpNet>,
 }

@@ -31,9 +31,17 @@ pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("connecting to CRI endpoint {endpoint}"))?,
         ),
         None => {
-            let embedded = runtime::open(&args.runtime_root, &args.runtime_state, &args.network)?;
+            let config = runtime::config(
+                args.runtime_config.as_deref(),
+                runtime::Overrides {
+                    root: args.runtime_root.as_deref(),
+                    state: args.runtime_state.as_deref(),
+                    network: &args.network,
+                },
+            )?;
             // Standard CRI tools (crictl) can inspect the embedded runtime on its socket.
-            let socket = runtime::socket_path(&args.runtime_state);
+            let socket = runtime::socket_path(&config.state);
+            let embedded = runtime::open(config)?;
             let serve = skiff_runtime::server::serve(
                 &socket,
                 embedded.runtime.clone(),

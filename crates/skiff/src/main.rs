@@ -2,6 +2,7 @@
 //! own crate (see ARCHITECTURE.md).
 
 mod cli;
+mod image;
 mod kubelet;
 mod runtime;
 mod signals;
@@ -47,6 +48,7 @@ async fn run(command: cli::Command) -> anyhow::Result<()> {
     match command {
         cli::Command::Kubelet(args) => kubelet::run(args).await,
         cli::Command::Runtime(args) => runtime::run(args).await,
+        cli::Command::Image(args) => image::run(args).await,
     }
 }
 

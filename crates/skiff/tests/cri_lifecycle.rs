@@ -15,6 +15,11 @@ use tonic::Code;
 
 common::cri_cases! {
     pod_lifecycle,
+    exec_sync_timeout,
+    start_failure,
+    idempotent_stop_and_remove,
+    missing_objects,
+    pods_reach_each_other,
 }
 
 /// A busybox httpd serving `body` on port 8080; prints `started` first.
@@ -237,9 +242,234 @@ async fn pod_lifecycle(rt: &CriRuntime) -> anyhow::Result<()> {
         })
         .await?;
     let missing = sandbox_status(rt, &sandbox_id).await.unwrap_err();
-    ensure!(
-        missing.downcast_ref::<tonic::Status>().map(|s| s.code()) == Some(Code::NotFound),
-        "{missing:?}"
-    );
+    ensure!(status_code(&missing) == Some(Code::NotFound), "{missing:?}");
     rt.wait_clean(Duration::from_secs(20)).await
+}
+
+fn status_code(err: &anyhow::Error) -> Option<Code> {
+    err.downcast_ref::<tonic::Status>().map(tonic::Status::code)
+}
+
+/// A sandbox with one `sleep` container; returns (sandbox ID, container ID).
+async fn sleeper(rt: &CriRuntime, pod: &str) -> anyhow::Result<(String, String)> {
+    let image = rt.busybox();
+    rt.pull(&image).await?;
+    let sandbox_id = rt.run_sandbox(pod).await?;
+    let config = rt.container_config("sleep", &image, ["sleep", "3600"]);
+    let container_id = rt.run_container(&sandbox_id, pod, config).await?;
+    Ok((sandbox_id, container_id))
+}
+
+/// ExecSync past its timeout fails with DeadlineExceeded and the container keeps running.
+async fn exec_sync_timeout(rt: &CriRuntime) -> anyhow::Result<()> {
+    let (_, container_id) = sleeper(rt, "exec").await?;
+    let started = Instant::now();
+    let err = exec_sync(rt, &container_id, &["sleep", "30"], 1)
+        .await
+        .expect_err("a 30 s command with a 1 s timeout");
+    ensure!(err.code() == Code::DeadlineExceeded, "{err:?}");
+    ensure!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    let status = container_status(rt, &container_id).await?;
+    ensure!(
+        status.state == ContainerState::ContainerRunning as i32,
+        "{status:?}"
+    );
+    Ok(())
+}
+
+/// A container whose command does not exist: StartContainer fails naming the command,
+/// and the container is EXITED with reason StartError, and removable.
+async fn start_failure(rt: &CriRuntime) -> anyhow::Result<()> {
+    let image = rt.busybox();
+    rt.pull(&image).await?;
+    let sandbox_id = rt.run_sandbox("broken").await?;
+    let mut client = rt.runtime_client();
+    let container_id = client
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+            config: Some(rt.container_config("broken", &image, ["/no/such/binary"])),
+            sandbox_config: Some(rt.sandbox_config("broken")),
+        })
+        .await?
+        .into_inner()
+        .container_id;
+    let err = client
+        .start_container(StartContainerRequest {
+            container_id: container_id.clone(),
+        })
+        .await
+        .expect_err("starting a missing binary");
+    ensure!(err.message().contains("/no/such/binary"), "{err:?}");
+    let status = container_status(rt, &container_id).await?;
+    ensure!(
+        (status.state, status.reason.as_str())
+            == (ContainerState::ContainerExited as i32, "StartError"),
+        "{status:?}"
+    );
+    client
+        .remove_container(RemoveContainerRequest { container_id })
+        .await?;
+    client
+        .stop_pod_sandbox(StopPodSandboxRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+        })
+        .await?;
+    client
+        .remove_pod_sandbox(RemovePodSandboxRequest {
+            pod_sandbox_id: sandbox_id,
+        })
+        .await?;
+    rt.wait_clean(Duration::from_secs(20)).await
+}
+
+/// Stopping or removing what is already stopped or removed succeeds (CRI api.proto:
+/// "This call is idempotent"); StopPodSandbox stops the pod's containers and
+/// RemovePodSandbox removes them.
+async fn idempotent_stop_and_remove(rt: &CriRuntime) -> anyhow::Result<()> {
+    let (sandbox_id, container_id) = sleeper(rt, "twice").await?;
+    let mut client = rt.runtime_client();
+    for _ in 0..2 {
+        client
+            .stop_container(StopContainerRequest {
+                container_id: container_id.clone(),
+                timeout: 0,
+            })
+            .await?;
+    }
+    let status = container_status(rt, &container_id).await?;
+    ensure!(
+        status.state == ContainerState::ContainerExited as i32,
+        "{status:?}"
+    );
+
+    // A second container, left running: StopPodSandbox stops it, RemovePodSandbox removes it.
+    let image = rt.busybox();
+    let second = rt
+        .run_container(
+            &sandbox_id,
+            "twice",
+            rt.container_config("second", &image, ["sleep", "3600"]),
+        )
+        .await?;
+    for _ in 0..2 {
+        client
+            .stop_pod_sandbox(StopPodSandboxRequest {
+                pod_sandbox_id: sandbox_id.clone(),
+            })
+            .await?;
+    }
+    let status = sandbox_status(rt, &sandbox_id).await?;
+    ensure!(
+        status.state == PodSandboxState::SandboxNotready as i32,
+        "{status:?}"
+    );
+    let status = container_status(rt, &second).await?;
+    ensure!(
+        status.state == ContainerState::ContainerExited as i32,
+        "{status:?}"
+    );
+    for _ in 0..2 {
+        client
+            .remove_pod_sandbox(RemovePodSandboxRequest {
+                pod_sandbox_id: sandbox_id.clone(),
+            })
+            .await?;
+    }
+    for id in [&container_id, &second] {
+        let err = container_status(rt, id).await.unwrap_err();
+        ensure!(status_code(&err) == Some(Code::NotFound), "{id}: {err:?}");
+        client
+            .remove_container(RemoveContainerRequest {
+                container_id: id.to_string(),
+            })
+            .await?;
+    }
+    let left = client
+        .list_containers(ListContainersRequest::default())
+        .await?
+        .into_inner()
+        .containers;
+    ensure!(left.is_empty(), "containers left: {left:?}");
+    rt.wait_clean(Duration::from_secs(20)).await
+}
+
+/// Status calls and actions on IDs that never existed give NotFound; removing them
+/// succeeds (nothing to reclaim).
+async fn missing_objects(rt: &CriRuntime) -> anyhow::Result<()> {
+    const MISSING: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let mut client = rt.runtime_client();
+    let err = sandbox_status(rt, MISSING).await.unwrap_err();
+    ensure!(
+        status_code(&err) == Some(Code::NotFound),
+        "PodSandboxStatus: {err:?}"
+    );
+    let err = container_status(rt, MISSING).await.unwrap_err();
+    ensure!(
+        status_code(&err) == Some(Code::NotFound),
+        "ContainerStatus: {err:?}"
+    );
+    let err = client
+        .start_container(StartContainerRequest {
+            container_id: MISSING.into(),
+        })
+        .await
+        .unwrap_err();
+    ensure!(err.code() == Code::NotFound, "StartContainer: {err:?}");
+    let err = exec_sync(rt, MISSING, &["true"], 5).await.unwrap_err();
+    ensure!(err.code() == Code::NotFound, "ExecSync: {err:?}");
+    let err = client
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: MISSING.into(),
+            config: Some(rt.container_config("orphan", &rt.busybox(), ["true"])),
+            sandbox_config: Some(rt.sandbox_config("orphan")),
+        })
+        .await
+        .unwrap_err();
+    ensure!(err.code() == Code::NotFound, "CreateContainer: {err:?}");
+    client
+        .remove_container(RemoveContainerRequest {
+            container_id: MISSING.into(),
+        })
+        .await
+        .context("RemoveContainer of a missing container")?;
+    client
+        .remove_pod_sandbox(RemovePodSandboxRequest {
+            pod_sandbox_id: MISSING.into(),
+        })
+        .await
+        .context("RemovePodSandbox of a missing sandbox")?;
+    Ok(())
+}
+
+/// Two pods on the CNI bridge: one fetches the other's page by pod IP.
+async fn pods_reach_each_other(rt: &CriRuntime) -> anyhow::Result<()> {
+    let image = rt.busybox();
+    rt.pull(&image).await?;
+    let server = rt.run_sandbox("server").await?;
+    rt.run_container(
+        &server,
+        "server",
+        rt.container_config("httpd", &image, httpd_args("from-server")),
+    )
+    .await?;
+    let (_, client_container) = sleeper(rt, "client").await?;
+    let server_ip = pod_ip(rt, &server).await?;
+    let url = format!("http://{server_ip}:8080/");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = exec_sync(rt, &client_container, &["wget", "-q", "-O", "-", &url], 10).await?;
+        if out.exit_code == 0 {
+            let body = String::from_utf8_lossy(&out.stdout);
+            ensure!(body.contains("from-server"), "{url}: {body}");
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("wget {url} from the client pod: {out:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

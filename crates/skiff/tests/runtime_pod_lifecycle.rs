@@ -1,7 +1,9 @@
-//! The embedded CRI runtime end to end, as root, with real runc, real CNI plugins, the real
-//! `skiff shim` and an image pulled from a local registry: a pod with a busybox httpd is
-//! reachable on its IP, ExecSync works, logs are in CRI format, a restarted runtime recovers
-//! the running container, and stopping/removing leaves nothing behind.
+//! What is specific to Skiff's embedded runtime (the in-process `Runtime`, its shims and its
+//! state files), as root with real runc, CNI plugins and a local registry: containers whose
+//! shim died are reported truthfully and survive a runtime restart, and a failed network
+//! setup leaves nothing behind while a second runtime on the same root is refused. The CRI
+//! behaviour both runtimes share (pod lifecycle, exec, logs, idempotence, NotFound,
+//! networking) is in the CRI suite, `cri_lifecycle.rs`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,7 +14,6 @@ use skiff_runtime::k8s_cri::v1::runtime_service_server::RuntimeService;
 use skiff_runtime::k8s_cri::v1::*;
 use skiff_runtime::tonic::Request;
 use skiff_runtime::{Runtime, RuntimeConfig};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
@@ -65,17 +66,6 @@ impl TestNetwork {
         net
     }
 
-    /// Interfaces still enslaved to the bridge.
-    fn bridge_ports(&self) -> Vec<String> {
-        std::fs::read_dir(format!("/sys/class/net/{}/brif", self.bridge))
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// host-local allocation files (named after the IP) still present.
     fn allocations(&self) -> Vec<String> {
         std::fs::read_dir(self.ipam_dir.join("skiff-runtime-test"))
@@ -107,14 +97,6 @@ fn runtime_config(dir: &Path, net: &TestNetwork) -> RuntimeConfig {
         pod_cidr: net.subnet.parse().unwrap(),
         ..RuntimeConfig::default()
     }
-}
-
-async fn http_get(ip: &str, port: u16) -> anyhow::Result<String> {
-    let mut stream = tokio::net::TcpStream::connect((ip, port)).await?;
-    stream.write_all(b"GET / HTTP/1.0\r\n\r\n").await?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await?;
-    Ok(body)
 }
 
 fn processes_mentioning(needle: &str) -> Vec<String> {
@@ -206,7 +188,6 @@ struct Fixture {
     tmp: tempfile::TempDir,
     net: TestNetwork,
     _registry: skiff_testkit::Registry,
-    image: skiff_testkit::Image,
     reference: String,
     images: Arc<ImageManager>,
 }
@@ -223,14 +204,19 @@ impl Fixture {
         let image = skiff_testkit::busybox().unwrap();
         let reference =
             skiff_testkit::push(registry.host(), "busybox", "runtime-test", &image).unwrap();
-        let images = Arc::new(ImageManager::new(&tmp.path().join("root")).unwrap());
+        let images = Arc::new(
+            ImageManager::new(&RuntimeConfig {
+                root: tmp.path().join("root"),
+                ..RuntimeConfig::default()
+            })
+            .unwrap(),
+        );
         let record = images.pull(&reference, None).await.unwrap();
         assert_eq!(record.id, image.config_digest());
         Fixture {
             tmp,
             net,
             _registry: registry,
-            image,
             reference,
             images,
         }
@@ -244,326 +230,6 @@ impl Fixture {
     fn runtime(&self) -> Arc<Runtime> {
         Runtime::new(runtime_config(self.dir(), &self.net), self.images.clone()).unwrap()
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pod_lifecycle_with_real_runc_cni_and_shim() {
-    if !is_root() {
-        eprintln!("skipping: needs root");
-        return;
-    }
-    let fixture = Fixture::new(0).await;
-    let (dir, net, image, reference) = (
-        fixture.dir().to_path_buf(),
-        &fixture.net,
-        &fixture.image,
-        fixture.reference.clone(),
-    );
-    let runtime = fixture.runtime();
-    let version = runtime
-        .version(Request::new(VersionRequest::default()))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        (
-            version.runtime_name.as_str(),
-            version.runtime_api_version.as_str()
-        ),
-        ("skiff", "v1")
-    );
-    let status = runtime
-        .status(Request::new(StatusRequest::default()))
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(
-        status.status.unwrap().conditions.iter().all(|c| c.status),
-        "runtime and network ready"
-    );
-
-    let log_dir = dir.join("logs/default_web_uid1");
-    let sandbox_config = PodSandboxConfig {
-        metadata: Some(PodSandboxMetadata {
-            name: "web".into(),
-            uid: "uid1".into(),
-            namespace: "default".into(),
-            attempt: 0,
-        }),
-        hostname: "web".into(),
-        log_directory: log_dir.to_string_lossy().into_owned(),
-        labels: [("app".to_string(), "web".to_string())].into(),
-        ..Default::default()
-    };
-    let sandbox_id = run_sandbox(&runtime, &sandbox_config).await;
-    let sandbox_status = runtime
-        .pod_sandbox_status(Request::new(PodSandboxStatusRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            verbose: false,
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-        .unwrap();
-    assert_eq!(sandbox_status.state, PodSandboxState::SandboxReady as i32);
-    let pod_ip = sandbox_status.network.unwrap().ip;
-    let subnet: ipnet::Ipv4Net = net.subnet.parse().unwrap();
-    assert!(
-        subnet.contains(&pod_ip.parse::<std::net::Ipv4Addr>().unwrap()),
-        "pod IP {pod_ip} in {subnet}"
-    );
-    let listed = runtime
-        .list_pod_sandbox(Request::new(ListPodSandboxRequest {
-            filter: Some(PodSandboxFilter {
-                label_selector: [("app".to_string(), "web".to_string())].into(),
-                ..Default::default()
-            }),
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .items;
-    assert_eq!(listed.len(), 1);
-
-    let container_config = ContainerConfig {
-        metadata: Some(ContainerMetadata { name: "httpd".into(), attempt: 0 }),
-        image: Some(ImageSpec { image: reference.clone(), ..Default::default() }),
-        command: vec!["sh".into(), "-c".into()],
-        args: vec!["mkdir -p /www && echo hello-skiff > /www/index.html && echo started && exec httpd -f -p 8080 -h /www".into()],
-        log_path: "httpd/0.log".into(),
-        labels: [("c".to_string(), "httpd".to_string())].into(),
-        ..Default::default()
-    };
-    let container_id =
-        create_and_start(&runtime, &sandbox_id, &sandbox_config, container_config).await;
-
-    let mut body = Err(anyhow::anyhow!("not tried"));
-    for _ in 0..100 {
-        body = http_get(&pod_ip, 8080).await;
-        if body.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(body.unwrap().contains("hello-skiff"));
-
-    // A restarted runtime recovers the sandbox and the running container.
-    let cgroups = cgroups_of(&container_id, &dir);
-    assert!(
-        cgroups.iter().all(|c| c.exists()),
-        "container cgroup and its parents: {cgroups:?}"
-    );
-    drop(runtime);
-    let runtime = fixture.runtime();
-    let status = runtime
-        .container_status(Request::new(ContainerStatusRequest {
-            container_id: container_id.clone(),
-            verbose: false,
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-        .unwrap();
-    assert_eq!(status.state, ContainerState::ContainerRunning as i32);
-    assert_eq!(status.image_ref, image.config_digest());
-    assert!(status.started_at > 0 && status.created_at > 0);
-
-    let exec = |cmd: &[&str]| ExecSyncRequest {
-        container_id: container_id.clone(),
-        cmd: cmd.iter().map(|s| s.to_string()).collect(),
-        timeout: 10,
-    };
-    let out = runtime
-        .exec_sync(Request::new(exec(&["cat", "/etc/hostname"])))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        (out.exit_code, String::from_utf8_lossy(&out.stdout).as_ref()),
-        (0, "web\n")
-    );
-    let out = runtime
-        .exec_sync(Request::new(exec(&["sh", "-c", "echo oops >&2; exit 3"])))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        (out.exit_code, String::from_utf8_lossy(&out.stderr).as_ref()),
-        (3, "oops\n")
-    );
-    let timed_out = runtime
-        .exec_sync(Request::new(ExecSyncRequest {
-            timeout: 1,
-            ..exec(&["sleep", "30"])
-        }))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        timed_out.code(),
-        skiff_runtime::tonic::Code::DeadlineExceeded
-    );
-
-    // A start failure carries runc's error and leaves the container EXITED/StartError.
-    let broken_id = runtime
-        .create_container(Request::new(CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: Some(ContainerConfig {
-                metadata: Some(ContainerMetadata {
-                    name: "broken".into(),
-                    attempt: 0,
-                }),
-                image: Some(ImageSpec {
-                    image: reference.clone(),
-                    ..Default::default()
-                }),
-                command: vec!["/no/such/binary".into()],
-                ..Default::default()
-            }),
-            sandbox_config: Some(sandbox_config.clone()),
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .container_id;
-    let start_error = runtime
-        .start_container(Request::new(StartContainerRequest {
-            container_id: broken_id.clone(),
-        }))
-        .await
-        .unwrap_err();
-    assert!(
-        start_error.message().contains("/no/such/binary"),
-        "{start_error:?}"
-    );
-    let broken = runtime
-        .container_status(Request::new(ContainerStatusRequest {
-            container_id: broken_id.clone(),
-            verbose: false,
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-        .unwrap();
-    assert_eq!(
-        (broken.state, broken.reason.as_str()),
-        (ContainerState::ContainerExited as i32, "StartError")
-    );
-
-    let log = std::fs::read_to_string(log_dir.join("httpd/0.log")).unwrap();
-    let first = log.lines().next().unwrap_or_default();
-    let fields: Vec<&str> = first.splitn(4, ' ').collect();
-    assert_eq!(fields.len(), 4, "CRI log line: {first:?}");
-    assert!(chrono_like(fields[0]), "timestamp in {first:?}");
-    assert_eq!(&fields[1..], ["stdout", "F", "started"]);
-
-    runtime
-        .stop_container(Request::new(StopContainerRequest {
-            container_id: container_id.clone(),
-            timeout: 1,
-        }))
-        .await
-        .unwrap();
-    let status = runtime
-        .container_status(Request::new(ContainerStatusRequest {
-            container_id: container_id.clone(),
-            verbose: false,
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-        .unwrap();
-    assert_eq!(status.state, ContainerState::ContainerExited as i32);
-    assert!(status.finished_at >= status.started_at);
-    assert_ne!(status.reason, "");
-    // Stopping again is fine.
-    runtime
-        .stop_container(Request::new(StopContainerRequest {
-            container_id: container_id.clone(),
-            timeout: 0,
-        }))
-        .await
-        .unwrap();
-
-    runtime
-        .remove_container(Request::new(RemoveContainerRequest {
-            container_id: container_id.clone(),
-        }))
-        .await
-        .unwrap();
-    runtime
-        .stop_pod_sandbox(Request::new(StopPodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-        }))
-        .await
-        .unwrap();
-    runtime
-        .stop_pod_sandbox(Request::new(StopPodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-        }))
-        .await
-        .unwrap();
-    runtime
-        .remove_pod_sandbox(Request::new(RemovePodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-        }))
-        .await
-        .unwrap();
-    runtime
-        .remove_pod_sandbox(Request::new(RemovePodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-        }))
-        .await
-        .unwrap();
-    let missing = runtime
-        .pod_sandbox_status(Request::new(PodSandboxStatusRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            verbose: false,
-        }))
-        .await
-        .unwrap_err();
-    assert_eq!(missing.code(), skiff_runtime::tonic::Code::NotFound);
-
-    // Nothing left behind. (`state/ns` itself may be a private bind mount on hosts whose
-    // root mount is shared; that one is meant to stay, like /run/netns.)
-    let ns_root = dir.join("state/ns").to_string_lossy().into_owned();
-    let leftover: Vec<String> = mounts_under(&dir)
-        .into_iter()
-        .filter(|m| *m != ns_root)
-        .collect();
-    assert_eq!(leftover, Vec::<String>::new(), "mounts under the test dir");
-    if mounts_under(&dir).contains(&ns_root) {
-        let _ = std::process::Command::new("umount").arg(&ns_root).status();
-    }
-    assert!(
-        !dir.join("state/ns").join(&sandbox_id).exists(),
-        "namespace pins"
-    );
-    assert_eq!(
-        net.bridge_ports(),
-        Vec::<String>::new(),
-        "veths on the bridge"
-    );
-    assert_eq!(net.allocations(), Vec::<String>::new(), "IPAM allocations");
-    assert_eq!(
-        processes_mentioning(&container_id),
-        Vec::<String>::new(),
-        "shim or container processes"
-    );
-    let left: Vec<&PathBuf> = cgroups.iter().filter(|c| c.exists()).collect();
-    assert_eq!(left, Vec::<&PathBuf>::new(), "container and pod cgroups");
-    assert!(
-        !dir.join("state/containers").join(&container_id).exists(),
-        "bundle"
-    );
-}
-
-/// `2024-01-02T03:04:05.123456789Z`-shaped.
-fn chrono_like(ts: &str) -> bool {
-    ts.len() >= 20 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T'
 }
 
 /// PID of the shim of container `id` (its command line names the container).
@@ -791,7 +457,13 @@ async fn failed_network_setup_leaves_nothing() {
         pod_cidr: "10.99.0.0/24".parse().unwrap(),
         ..RuntimeConfig::default()
     };
-    let images = Arc::new(ImageManager::new(&tmp.path().join("root")).unwrap());
+    let images = Arc::new(
+        ImageManager::new(&RuntimeConfig {
+            root: tmp.path().join("root"),
+            ..RuntimeConfig::default()
+        })
+        .unwrap(),
+    );
     let runtime = Runtime::new(config(), images.clone()).unwrap();
     let err = runtime
         .run_pod_sandbox(Request::new(RunPodSandboxRequest {

@@ -5,27 +5,34 @@
 //! - [`ImageBuilder`] builds OCI images in memory from layer tars ([`layer_tar`]);
 //!   [`busybox`] / [`busybox_with`] build the test image with it from Debian's
 //!   busybox-static; [`push`] uploads an image to a registry.
+//! - [`Proxy`]: a TCP proxy that slows down or stalls a server's responses ([`Throttle`]).
 //! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
 //!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
 //! - [`cri::CriRuntime`]: a CRI runtime (`skiff runtime` or containerd 1.6) for the CRI
 //!   integration suite, with async (tokio) gRPC clients; [`pause`] is the sandbox image
 //!   it gives containerd.
 //!
-//! Apart from [`cri`], the API is blocking (plain threads, no async runtime), so it works from `#[test]`
+//! - [`stream`]: async clients of the CRI streaming endpoints (exec / attach /
+//!   port-forward over SPDY/3.1 and WebSocket).
+//!
+//! Apart from [`cri`] and [`stream`], the API is blocking (plain threads, no async runtime), so it works from `#[test]`
 //! and, with care for blocking, from `#[tokio::test]`.
 
 pub mod cri;
 mod image;
 mod node;
+mod proxy;
 mod push;
 mod registry;
 mod spawn;
+pub mod stream;
 mod sys;
 
 pub use image::{
-    Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform, PlatformManifest,
-    TarEntry, busybox, busybox_with, layer_tar, pause,
+    ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,
+    PlatformManifest, TarEntry, archive_tar, busybox, busybox_with, layer_tar, pause, write_files,
 };
 pub use node::{Node, NodeOptions};
+pub use proxy::{Proxy, Throttle};
 pub use push::push;
 pub use registry::Registry;

@@ -1,8 +1,9 @@
 //! Pushing an [`Image`] with the OCI distribution API (blob upload, manifest PUT).
 
 use anyhow::{Context, bail};
-use ureq::Agent;
+use base64::Engine as _;
 use ureq::http::Response;
+use ureq::{Agent, RequestBuilder};
 
 use crate::image::{Content, Image};
 use crate::sys;
@@ -15,27 +16,63 @@ use crate::sys;
 /// Errors: any unexpected status (with the registry's error body), or a registry
 /// digest that differs from [`Image::digest`].
 pub fn push(host: &str, repo: &str, tag: &str, image: &Image) -> anyhow::Result<String> {
-    let agent = sys::http_agent();
+    push_as(host, None, repo, tag, image)
+}
+
+/// [`push`] with HTTP basic `credentials` (user, password) on every request.
+pub(crate) fn push_as(
+    host: &str,
+    credentials: Option<(&str, &str)>,
+    repo: &str,
+    tag: &str,
+    image: &Image,
+) -> anyhow::Result<String> {
+    let client = Client {
+        agent: sys::http_agent(),
+        authorization: credentials.map(|(user, password)| {
+            let pair = format!("{user}:{password}");
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
+        }),
+    };
     for blob in &image.blobs {
-        push_blob(&agent, host, repo, blob)
+        push_blob(&client, host, repo, blob)
             .with_context(|| format!("pushing blob {}", blob.digest))?;
     }
     for manifest in &image.children {
-        push_manifest(&agent, host, repo, &manifest.digest, manifest)?;
+        push_manifest(&client, host, repo, &manifest.digest, manifest)?;
     }
-    push_manifest(&agent, host, repo, tag, &image.top)?;
+    push_manifest(&client, host, repo, tag, &image.top)?;
     Ok(format!("{host}/{repo}:{tag}"))
 }
 
-fn push_blob(agent: &Agent, host: &str, repo: &str, blob: &Content) -> anyhow::Result<()> {
-    let exists = agent
-        .head(format!("http://{host}/v2/{repo}/blobs/{}", blob.digest))
+/// An HTTP agent and the `Authorization` header value it sends, if any.
+struct Client {
+    agent: Agent,
+    authorization: Option<String>,
+}
+
+impl Client {
+    fn request<B>(&self, builder: RequestBuilder<B>) -> RequestBuilder<B> {
+        match &self.authorization {
+            Some(value) => builder.header("Authorization", value),
+            None => builder,
+        }
+    }
+}
+
+fn push_blob(client: &Client, host: &str, repo: &str, blob: &Content) -> anyhow::Result<()> {
+    let agent = &client.agent;
+    let exists = client
+        .request(agent.head(format!("http://{host}/v2/{repo}/blobs/{}", blob.digest)))
         .call()?;
     if exists.status() == 200 {
         return Ok(());
     }
-    let mut start = agent
-        .post(format!("http://{host}/v2/{repo}/blobs/uploads/"))
+    let mut start = client
+        .request(agent.post(format!("http://{host}/v2/{repo}/blobs/uploads/")))
         .send_empty()?;
     if start.status() != 202 {
         bail!("starting the upload: {}", describe(&mut start));
@@ -47,8 +84,8 @@ fn push_blob(agent: &Agent, host: &str, repo: &str, blob: &Content) -> anyhow::R
         .context("upload without a Location")?;
     let url = upload_url(location, host);
     let sep = if url.contains('?') { '&' } else { '?' };
-    let mut put = agent
-        .put(format!("{url}{sep}digest={}", blob.digest))
+    let mut put = client
+        .request(agent.put(format!("{url}{sep}digest={}", blob.digest)))
         .content_type("application/octet-stream")
         .send(&blob.data)?;
     if put.status() != 201 {
@@ -58,14 +95,18 @@ fn push_blob(agent: &Agent, host: &str, repo: &str, blob: &Content) -> anyhow::R
 }
 
 fn push_manifest(
-    agent: &Agent,
+    client: &Client,
     host: &str,
     repo: &str,
     reference: &str,
     manifest: &Content,
 ) -> anyhow::Result<()> {
-    let mut response = agent
-        .put(format!("http://{host}/v2/{repo}/manifests/{reference}"))
+    let mut response = client
+        .request(
+            client
+                .agent
+                .put(format!("http://{host}/v2/{repo}/manifests/{reference}")),
+        )
         .content_type(&manifest.media_type)
         .send(&manifest.data)?;
     if response.status() != 201 {

@@ -68,6 +68,39 @@ pub fn ensure_default(dir: &Path, pod_cidr: &ipnet::IpNet) -> anyhow::Result<()>
     crate::store::write_atomic(&dir.join(DEFAULT_FILE), text.as_bytes())
 }
 
+/// Points Skiff's default conflist at a new pod subnet (CRI UpdateRuntimeConfig):
+/// writes [`DEFAULT_FILE`] with `pod_cidr` when `dir` has no conflist, or rewrites it when
+/// it is the active conflist and still the one Skiff generated (for another subnet).
+/// A conflist written or edited by someone else is never touched. Returns whether the
+/// file was (re)written.
+pub fn update_default(dir: &Path, pod_cidr: &ipnet::IpNet) -> anyhow::Result<bool> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let ours = dir.join(DEFAULT_FILE);
+    match first_conflist(dir)? {
+        None => {}
+        Some(active) if active == ours => {
+            let text = std::fs::read_to_string(&active)
+                .with_context(|| format!("reading {}", active.display()))?;
+            let current: Value = match serde_json::from_str(&text) {
+                Ok(current) => current,
+                Err(_) => return Ok(false),
+            };
+            let subnet = current
+                .pointer("/plugins/0/ipam/ranges/0/0/subnet")
+                .and_then(Value::as_str)
+                .and_then(|subnet| subnet.parse::<ipnet::IpNet>().ok());
+            let generated = subnet.is_some_and(|subnet| current == default_conflist(&subnet));
+            if !generated || subnet == Some(*pod_cidr) {
+                return Ok(false);
+            }
+        }
+        Some(_) => return Ok(false),
+    }
+    let text = serde_json::to_string_pretty(&default_conflist(pod_cidr))?;
+    crate::store::write_atomic(&ours, text.as_bytes())?;
+    Ok(true)
+}
+
 /// Skiff's default network configuration list.
 pub fn default_conflist(pod_cidr: &ipnet::IpNet) -> Value {
     let default_route = match pod_cidr {
@@ -123,6 +156,35 @@ mod tests {
             "10.99.0.0/16"
         );
         assert_eq!(net.plugins[1]["type"], "portmap");
+    }
+
+    #[test]
+    fn pod_cidr_updates_only_skiffs_own_conflist() {
+        let dir = tempfile::tempdir().unwrap();
+        let subnet =
+            |dir: &Path| load(dir).unwrap().plugins[0]["ipam"]["ranges"][0][0]["subnet"].clone();
+        let cidr = |text: &str| -> ipnet::IpNet { text.parse().unwrap() };
+        // No conflist yet: written (NetworkReady follows).
+        assert!(update_default(dir.path(), &cidr("10.1.0.0/16")).unwrap());
+        assert_eq!(subnet(dir.path()), "10.1.0.0/16");
+        // Ours: rewritten for a new subnet, left alone for the same one.
+        assert!(update_default(dir.path(), &cidr("10.2.0.0/24")).unwrap());
+        assert!(!update_default(dir.path(), &cidr("10.2.0.0/24")).unwrap());
+        assert_eq!(subnet(dir.path()), "10.2.0.0/24");
+        // Ours but edited by the user: kept.
+        let path = dir.path().join(DEFAULT_FILE);
+        let edited = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"ipMasq\": true", "\"ipMasq\": false");
+        std::fs::write(&path, &edited).unwrap();
+        assert!(!update_default(dir.path(), &cidr("10.3.0.0/16")).unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), edited);
+        // A user's conflist ahead of ours: nothing is written.
+        let other = r#"{"cniVersion":"1.0.0","name":"user","plugins":[{"type":"bridge"}]}"#;
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(dir.path().join("05-user.conflist"), other).unwrap();
+        assert!(!update_default(dir.path(), &cidr("10.4.0.0/16")).unwrap());
+        assert!(!path.exists());
     }
 
     #[test]

@@ -62,6 +62,17 @@ impl Cni {
         Ok(Self { conf_dir, bin_dirs })
     }
 
+    /// Applies a new pod subnet to Skiff's default conflist (see
+    /// [`config::update_default`]); returns whether the conflist was (re)written.
+    pub fn update_pod_cidr(&self, pod_cidr: &ipnet::IpNet) -> anyhow::Result<bool> {
+        config::update_default(&self.conf_dir, pod_cidr)
+    }
+
+    /// The configuration directory (`*.conflist`).
+    pub fn conf_dir(&self) -> &std::path::Path {
+        &self.conf_dir
+    }
+
     /// Loads the active network list; an error means the network is not ready.
     pub fn network(&self) -> anyhow::Result<NetworkList> {
         config::load(&self.conf_dir)

@@ -6,7 +6,6 @@ use anyhow::Context as _;
 use k8s_cri::v1::{ExecSyncRequest, ExecSyncResponse};
 use tokio::io::AsyncReadExt as _;
 
-use super::State;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
@@ -18,16 +17,10 @@ impl Runtime {
         if req.cmd.is_empty() {
             return Err(Error::InvalidArgument("exec command is required".into()));
         }
-        let handler = {
-            let container = self.current_container(&req.container_id).await?;
-            if container.state != State::Running {
-                return Err(Error::FailedPrecondition(format!(
-                    "container {} is not running",
-                    req.container_id
-                )));
-            }
-            container.runtime_handler.clone()
-        };
+        let handler = self
+            .running_container(&req.container_id)
+            .await?
+            .runtime_handler;
         let pid_file = self
             .bundle(&req.container_id)
             .join(format!("exec-{}.pid", crate::id::generate()?));
@@ -59,9 +52,7 @@ impl Runtime {
             anyhow::Ok(ExecSyncResponse {
                 stdout,
                 stderr,
-                exit_code: status.code().unwrap_or_else(|| {
-                    128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
-                }),
+                exit_code: exit_code(status),
             })
         };
         if req.timeout <= 0 {
@@ -78,6 +69,14 @@ impl Runtime {
             }
         }
     }
+}
+
+/// The exit code of `runc exec`, which is the exec'd process' one (`128 + signal` when it
+/// was killed by a signal).
+pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| {
+        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
+    })
 }
 
 /// SIGKILLs the exec'd process named in `pid_file` (runc does not forward SIGKILL).

@@ -1,11 +1,15 @@
 //! Containers: OCI bundle generation and the CRI container verbs, one file per verb
-//! (create, start, stop, remove, status, exec), runc invocations in [`runc`].
+//! (create, start, stop, remove, status, exec, streaming exec, attach, reopen-log), runc
+//! invocations in [`runc`].
 
+mod attach;
 mod create;
 mod exec;
+mod exec_stream;
 mod mounts;
 mod refresh;
 mod remove;
+mod reopen_log;
 pub mod resources;
 pub mod runc;
 pub mod seccomp;
@@ -14,6 +18,7 @@ pub mod spec;
 mod start;
 mod status;
 mod stop;
+mod stream_request;
 mod update;
 pub mod user;
 

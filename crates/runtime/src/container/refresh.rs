@@ -4,7 +4,7 @@
 use tokio::sync::OwnedMutexGuard;
 
 use super::{Container, State, UNKNOWN_EXIT_CODE};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use crate::shim::exit::ExitStatus;
 
@@ -19,6 +19,19 @@ impl Runtime {
         let mut container = self.containers.require(id)?.lock_owned().await;
         self.refresh(&mut container)?;
         Ok(container)
+    }
+
+    /// A copy of the up-to-date record of container `id`. `NotFound` when unknown,
+    /// `FailedPrecondition` when it is not RUNNING (as containerd answers exec, attach and
+    /// ReopenContainerLog).
+    pub(crate) async fn running_container(&self, id: &str) -> Result<Container> {
+        let container = self.current_container(id).await?;
+        if container.state != State::Running {
+            return Err(Error::FailedPrecondition(format!(
+                "container {id} is not running"
+            )));
+        }
+        Ok(container.clone())
     }
 
     /// Brings a RUNNING container's record up to date (persisted when it changes):

@@ -91,16 +91,32 @@ impl Runc {
         pid_file: &Path,
         cmd: &[String],
     ) -> anyhow::Result<tokio::process::Child> {
-        self.command()
-            .arg("exec")
-            .arg("--pid-file")
-            .arg(pid_file)
-            .arg(id)
-            .args(cmd)
+        self.exec_command(id, pid_file, cmd, false)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .with_context(|| format!("running {}", self.binary.display()))
+    }
+
+    /// The `runc exec [--tty --env TERM=xterm] --pid-file <pid_file> <id> <cmd...>` command,
+    /// stdin from /dev/null until the caller sets it. With `tty`, runc runs in the
+    /// foreground: it allocates the container-side terminal and relays it to its own stdio,
+    /// and applies its stdin terminal's size to it on SIGWINCH. The child is killed when it
+    /// is dropped.
+    pub fn exec_command(
+        &self,
+        id: &str,
+        pid_file: &Path,
+        cmd: &[String],
+        tty: bool,
+    ) -> tokio::process::Command {
+        let mut command = self.command();
+        command.arg("exec");
+        if tty {
+            command.args(["--tty", "--env", crate::container::spec::TERM]);
+        }
+        command.arg("--pid-file").arg(pid_file).arg(id).args(cmd);
+        command
     }
 }
 

@@ -19,6 +19,9 @@ use crate::sandbox::{Paths, Sandbox, files, ns};
 /// PATH used when the image sets none (containerd's `defaultUnixEnv`).
 const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// TERM of processes with a terminal (containerd sets it for tty containers and execs).
+pub const TERM: &str = "TERM=xterm";
+
 /// Paths masked in every container (containerd's `defaultUnixMaskedPaths`).
 pub const DEFAULT_MASKED_PATHS: &[&str] = &[
     "/proc/acpi",
@@ -109,7 +112,7 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Spec> {
     let caps = security::capabilities(&sc, inputs.available_capabilities)?;
     let mut process = Process::default();
     process
-        .set_terminal(Some(false))
+        .set_terminal(Some(config.tty))
         .set_args(Some(process_args(
             config,
             image.entrypoint().as_deref(),
@@ -298,10 +301,14 @@ pub fn process_args(
     Ok(args)
 }
 
-/// `HOSTNAME`, then the image's environment, then the CRI envs; a later entry replaces an
-/// earlier one with the same name. PATH defaults to the usual system directories.
+/// `HOSTNAME` (and `TERM` with a tty), then the image's environment, then the CRI envs;
+/// a later entry replaces an earlier one with the same name. PATH defaults to the usual
+/// system directories.
 pub fn environment(hostname: &str, image_env: &[String], config: &ContainerConfig) -> Vec<String> {
     let mut env: Vec<String> = vec![DEFAULT_PATH.to_string(), format!("HOSTNAME={hostname}")];
+    if config.tty {
+        env.push(TERM.to_string());
+    }
     let cri = config
         .envs
         .iter()
@@ -402,6 +409,14 @@ mod tests {
             &cfg,
         );
         assert_eq!(env, ["HOSTNAME=pod", "PATH=/bin", "B=1", "A=cri"]);
+        let tty = ContainerConfig { tty: true, ..cfg };
+        let env = environment("pod", &["TERM=vt100".into()], &tty);
+        assert!(
+            env.ends_with(&["TERM=vt100".into(), "A=cri".into()]),
+            "{env:?}"
+        );
+        let env = environment("pod", &[], &tty);
+        assert!(env.contains(&TERM.to_string()), "{env:?}");
     }
 
     #[test]

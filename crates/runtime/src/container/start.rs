@@ -70,6 +70,9 @@ impl Runtime {
                 false => container.log_path.clone(),
             },
             cgroup: container.cgroups_path.clone(),
+            tty: container.config.tty,
+            stdin: container.config.stdin,
+            stdin_once: container.config.stdin_once,
         }
     }
 

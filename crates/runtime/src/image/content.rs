@@ -49,12 +49,15 @@ pub struct ContentStore {
 }
 
 impl ContentStore {
-    /// Opens (or creates) the store under `root` (`<root>/blobs/sha256`) and removes
-    /// partial downloads left by an interrupted process.
-    pub fn new(root: &Path) -> io::Result<Self> {
+    /// Opens (or creates) the store under `root` (`<root>/blobs/sha256`); with
+    /// `clean_leftovers`, removes partial downloads left by an interrupted process (only
+    /// the store's owner may: another process's downloads look the same).
+    pub fn new(root: &Path, clean_leftovers: bool) -> io::Result<Self> {
         let dir = root.join("blobs").join("sha256");
         fs::create_dir_all(&dir)?;
-        atomic::remove_temporaries(&dir)?;
+        if clean_leftovers {
+            atomic::remove_temporaries(&dir)?;
+        }
         Ok(Self { dir })
     }
 
@@ -117,6 +120,53 @@ impl ContentStore {
         result.map(|()| path)
     }
 
+    /// Copies the file at `source` into the store, hashing it on the way, and returns its
+    /// digest and stored path. With `expected`, content that hashes to anything else is
+    /// refused ([`ContentError::Mismatch`]). Nothing is left behind on error. Blocking.
+    pub fn add_file(
+        &self,
+        source: &Path,
+        expected: Option<&str>,
+    ) -> Result<(String, PathBuf), ContentError> {
+        if let Some(expected) = expected {
+            self.path(expected)?;
+        }
+        let temp = atomic::temp_path(&self.dir.join("import"));
+        let io = |context: String| move |source| ContentError::Io { context, source };
+        let result = (|| {
+            let mut input =
+                fs::File::open(source).map_err(io(format!("open {}", source.display())))?;
+            let mut output =
+                fs::File::create(&temp).map_err(io(format!("create {}", temp.display())))?;
+            let mut hasher = Sha256::new();
+            let mut buffer = vec![0u8; 64 * 1024];
+            loop {
+                let n = std::io::Read::read(&mut input, &mut buffer)
+                    .map_err(io(format!("read {}", source.display())))?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buffer[..n]);
+                std::io::Write::write_all(&mut output, &buffer[..n])
+                    .map_err(io(format!("write {}", temp.display())))?;
+            }
+            output
+                .sync_all()
+                .map_err(io(format!("sync {}", temp.display())))?;
+            let actual = format!("sha256:{}", hex::encode(hasher.finalize()));
+            if expected.is_some_and(|expected| expected != actual) {
+                return Err(ContentError::Mismatch { actual });
+            }
+            let path = self.path(&actual)?;
+            fs::rename(&temp, &path).map_err(io(format!("rename {}", temp.display())))?;
+            Ok((actual, path))
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&temp);
+        }
+        result
+    }
+
     /// Removes the blob `digest`; absent is fine.
     pub fn remove(&self, digest: &str) -> Result<(), ContentError> {
         let path = self.path(digest)?;
@@ -141,7 +191,7 @@ mod tests {
     #[tokio::test]
     async fn stores_verified_blobs_and_rejects_mismatches() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = ContentStore::new(dir.path()).expect("store");
+        let store = ContentStore::new(dir.path(), true).expect("store");
         let data = b"layer bytes";
         let digest = digest_of(data);
         let chunks = futures::stream::iter([Ok::<_, io::Error>(&data[..5]), Ok(&data[5..])]);
@@ -174,6 +224,15 @@ mod tests {
         assert!(matches!(
             store.path("md5:00"),
             Err(ContentError::InvalidDigest(_))
+        ));
+
+        let file = dir.path().join("file");
+        fs::write(&file, data).expect("write file");
+        let (added, path) = store.add_file(&file, None).expect("add");
+        assert_eq!((added.as_str(), path.is_file()), (digest.as_str(), true));
+        assert!(matches!(
+            store.add_file(&file, Some(&wrong)),
+            Err(ContentError::Mismatch { .. })
         ));
 
         store.remove(&digest).expect("remove");

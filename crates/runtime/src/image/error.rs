@@ -23,7 +23,7 @@ pub enum Error {
         detail: String,
     },
     /// The registry wants (other) credentials.
-    #[error("image {image}: registry authentication failed: {detail}")]
+    #[error("image {image}: unauthorized: registry authentication failed: {detail}")]
     Unauthenticated {
         /// Normalized reference.
         image: String,
@@ -45,6 +45,17 @@ pub enum Error {
         image: String,
         /// Transport or server detail.
         detail: String,
+    },
+    /// The registry sent nothing for the pull progress timeout (containerd's
+    /// `image_pull_progress_timeout`); the pull was cancelled.
+    #[error("image {image}: pull cancelled: no progress for {timeout:?} while fetching {what}")]
+    NoProgress {
+        /// Normalized reference.
+        image: String,
+        /// What was being fetched (a manifest or a blob digest).
+        what: String,
+        /// The configured progress timeout.
+        timeout: std::time::Duration,
     },
     /// Downloaded content does not match the digest that names it.
     #[error("image {image}: content of {digest} does not match its digest: {detail}")]
@@ -95,7 +106,7 @@ impl From<Error> for tonic::Status {
             Error::NotFound { .. } => tonic::Code::NotFound,
             Error::Unauthenticated { .. } => tonic::Code::Unauthenticated,
             Error::PermissionDenied { .. } => tonic::Code::PermissionDenied,
-            Error::Unavailable { .. } => tonic::Code::Unavailable,
+            Error::Unavailable { .. } | Error::NoProgress { .. } => tonic::Code::Unavailable,
             Error::DigestMismatch { .. } => tonic::Code::DataLoss,
             Error::InvalidContent { .. } => tonic::Code::FailedPrecondition,
             Error::Layer { source, .. } => match source {

@@ -2,24 +2,33 @@
 //! service and CRI image plugin).
 //!
 //! Layout under the runtime root: `content/blobs/sha256/<hex>` (blobs), `images/<id-hex>.json`
-//! (one record per image), `snapshots/` (see [`crate::snapshot`]).
+//! (one record per image), `snapshots/` (see [`crate::snapshot`]), `import/` (archives
+//! being imported).
 
+mod archive;
 mod content;
 mod error;
+mod import;
+mod inflight;
 mod lease;
+mod progress;
 mod pull;
 mod reference;
 mod registry;
 mod store;
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 
 pub use error::Error;
 
+use crate::config::{RegistryHost, RuntimeConfig};
 use crate::snapshot::Snapshotter;
 use content::ContentStore;
+use inflight::InFlight;
 use lease::Leases;
 use store::MetadataStore;
 
@@ -49,28 +58,71 @@ pub struct ImageManager {
     images: MetadataStore,
     snapshotter: Snapshotter,
     leases: Leases,
+    /// Blobs being downloaded, so that concurrent pulls fetch a shared blob once.
+    inflight: InFlight,
+    pull: PullSettings,
+    /// Where archives are unpacked while imported (`<root>/import`).
+    scratch: PathBuf,
+}
+
+/// What pulls take from the [`RuntimeConfig`].
+#[derive(Debug, Clone)]
+pub struct PullSettings {
+    /// Mirrors, plain-HTTP hosts and default credentials, by registry host.
+    pub registries: BTreeMap<String, RegistryHost>,
+    /// A pull that receives nothing for this long fails with [`Error::NoProgress`].
+    pub progress_timeout: Duration,
 }
 
 impl ImageManager {
-    /// Opens (or creates) the image store under `root`, dropping leftovers of interrupted
-    /// pulls (partial blobs, half-unpacked layers).
-    pub fn new(root: &Path) -> anyhow::Result<Self> {
+    /// Opens (or creates) the image store under `config.root`, dropping leftovers of
+    /// interrupted pulls (partial blobs, half-unpacked layers). Pulls use the configured
+    /// `registries` and `pull_progress_timeout`.
+    pub fn new(config: &RuntimeConfig) -> anyhow::Result<Self> {
+        Self::open(config, true)
+    }
+
+    /// Opens (or creates) the image store under `config.root` beside the runtime that owns
+    /// it, which may be running: nothing in progress is touched. For tools such as
+    /// `skiff image import`; the runtime sees the images they add (see [`ImageManager::get`]).
+    pub fn attach(config: &RuntimeConfig) -> anyhow::Result<Self> {
+        Self::open(config, false)
+    }
+
+    fn open(config: &RuntimeConfig, owner: bool) -> anyhow::Result<Self> {
+        let root = &config.root;
         let dir = |name: &str| -> PathBuf { root.join(name) };
-        let content = ContentStore::new(&dir("content"))
+        let content = ContentStore::new(&dir("content"), owner)
             .with_context(|| format!("open content store {}", dir("content").display()))?;
-        let images = MetadataStore::load(&dir("images"))
+        let images = MetadataStore::load(&dir("images"), owner)
             .with_context(|| format!("load image records {}", dir("images").display()))?;
-        let snapshotter = Snapshotter::new(&dir("snapshots"))?;
+        let scratch = dir("import");
+        if owner && scratch.is_dir() {
+            crate::snapshot::atomic::remove_temporaries(&scratch)
+                .with_context(|| format!("clean {}", scratch.display()))?;
+        }
+        let snapshotter = if owner {
+            Snapshotter::new(&dir("snapshots"))?
+        } else {
+            Snapshotter::attach(&dir("snapshots"))?
+        };
         Ok(Self {
             content,
             images,
             snapshotter,
             leases: Leases::default(),
+            inflight: InFlight::default(),
+            pull: PullSettings {
+                registries: config.registries.clone(),
+                progress_timeout: config.pull_progress_timeout,
+            },
+            scratch,
         })
     }
 
     /// Finds an image by ID (`sha256:...`), normalized tag, repo digest, or a short name
-    /// (`busybox` finds `docker.io/library/busybox:latest`).
+    /// (`busybox` finds `docker.io/library/busybox:latest`). Lookups and [`list`](Self::list)
+    /// re-read the records when another process (`skiff image import`) changed them.
     pub fn get(&self, image_ref_or_id: &str) -> Option<ImageRecord> {
         self.images.get(image_ref_or_id).map(|stored| stored.record)
     }

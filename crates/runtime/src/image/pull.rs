@@ -25,7 +25,7 @@ impl ImageManager {
         let name = reference::tag(&parsed)
             .or_else(|| reference::digest(&parsed))
             .unwrap_or_else(|| image.to_string());
-        let registry = Registry::connect(&parsed, auth, &name)?;
+        let mut registry = Registry::connect(&parsed, auth, &name, &self.pull)?;
         let resolved = registry.resolve().await?;
         let manifest = &resolved.manifest;
         let invalid = |detail: String| Error::InvalidContent {
@@ -34,7 +34,10 @@ impl ImageManager {
         };
 
         let config_digest = manifest.config.digest.as_str();
-        registry.fetch_blob(&self.content, &manifest.config).await?;
+        {
+            let _claim = self.inflight.claim(config_digest).await;
+            registry.fetch_blob(&self.content, &manifest.config).await?;
+        }
         let config_json = self
             .content
             .read(config_digest)
@@ -88,7 +91,9 @@ impl ImageManager {
         Ok(record)
     }
 
-    /// Makes sure the layer `chain_id` is unpacked, downloading its blob if needed.
+    /// Makes sure the layer `chain_id` is unpacked, downloading its blob if needed. A pull
+    /// that needs a layer another pull is fetching waits for it instead of downloading it
+    /// again.
     async fn unpack_layer(
         &self,
         registry: &Registry,
@@ -97,6 +102,10 @@ impl ImageManager {
         diff_id: &str,
         chain_id: &str,
     ) -> Result<(), Error> {
+        if self.snapshotter.has_layer(chain_id) {
+            return Ok(());
+        }
+        let _claim = self.inflight.claim(&layer.digest).await;
         if self.snapshotter.has_layer(chain_id) {
             return Ok(());
         }
@@ -114,7 +123,7 @@ impl ImageManager {
 
 /// Checks that the manifest's layers are tar layers (plain, gzip or zstd; Docker or OCI
 /// media types) matching the config's diff IDs one to one.
-fn check_layers(layers: &[OciDescriptor], diff_ids: &[String]) -> Result<(), String> {
+pub(super) fn check_layers(layers: &[OciDescriptor], diff_ids: &[String]) -> Result<(), String> {
     if layers.len() != diff_ids.len() {
         return Err(format!(
             "manifest has {} layers but the config has {} diff IDs",

@@ -12,22 +12,33 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::Error;
 use super::content::{ContentError, ContentStore};
 use super::reference::is_loopback;
+use super::{Error, PullSettings, progress};
+use crate::config::Credentials;
 
-/// How long connecting to a registry may take.
+/// How long connecting to a registry may take (at most the progress timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a registry may stay silent in the middle of a response.
-const READ_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A connection to the registry of one image reference, with its credentials.
+/// A connection to the registry of one image reference (or to one of its mirrors), with
+/// its credentials.
 pub struct Registry {
     client: Client,
-    auth: RegistryAuth,
-    reference: Reference,
+    /// Where to look for the image: the configured mirrors in order, then the registry.
+    endpoints: Vec<Endpoint>,
+    /// The endpoint that resolved the reference; blobs come from it too.
+    chosen: usize,
+    /// A pull that receives nothing for this long fails.
+    progress_timeout: Duration,
     /// The normalized reference, for error messages.
     image: String,
+}
+
+/// One place an image can be fetched from.
+struct Endpoint {
+    /// The reference, with the mirror host set when this is a mirror.
+    reference: Reference,
+    auth: RegistryAuth,
 }
 
 /// A reference resolved to the manifest for this platform.
@@ -40,25 +51,30 @@ pub struct Resolved {
 }
 
 impl Registry {
-    /// Prepares a client for `reference`'s registry: plain HTTP for loopback registries,
-    /// HTTPS otherwise; linux/amd64 (the host platform) is picked from image indexes.
+    /// Prepares a client for `reference`'s registry and its configured mirrors (see
+    /// [`RegistryHost`](crate::config::RegistryHost)): plain HTTP for loopback registries, `plain_http` hosts and
+    /// `http://` mirrors, HTTPS otherwise; linux/amd64 (the host platform) is picked from
+    /// image indexes. `auth` (the CRI AuthConfig) wins over the configured credentials
+    /// unless it is empty; a mirror with credentials of its own uses those.
     pub fn connect(
         reference: &Reference,
         auth: Option<&AuthConfig>,
         image: &str,
+        settings: &PullSettings,
     ) -> Result<Self, Error> {
         // The rustls provider is process-wide; a second install fails harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let protocol = if is_loopback(reference.resolve_registry()) {
-            ClientProtocol::Http
-        } else {
-            ClientProtocol::Https
-        };
+        let request_auth = registry_auth(auth.filter(|auth| !is_empty(auth)), image)?;
+        let Plan {
+            endpoints,
+            plain_hosts,
+        } = plan(reference, request_auth, settings);
         let config = ClientConfig {
-            protocol,
+            protocol: ClientProtocol::HttpsExcept(plain_hosts),
             platform_resolver: Some(Box::new(current_platform_resolver)),
-            connect_timeout: Some(CONNECT_TIMEOUT),
-            read_timeout: Some(READ_TIMEOUT),
+            connect_timeout: Some(CONNECT_TIMEOUT.min(settings.progress_timeout)),
+            // Silence is bounded by the progress timeout instead (see `progress`).
+            read_timeout: None,
             ..ClientConfig::default()
         };
         let client = Client::try_from(config).map_err(|err| Error::Unavailable {
@@ -67,25 +83,60 @@ impl Registry {
         })?;
         Ok(Self {
             client,
-            auth: registry_auth(auth, image)?,
-            reference: reference.clone(),
+            chosen: endpoints.len() - 1,
+            endpoints,
+            progress_timeout: settings.progress_timeout,
             image: image.to_string(),
         })
     }
 
     /// Fetches the manifest the reference points at, choosing this platform's entry when it
-    /// is an image index or Docker manifest list.
-    pub async fn resolve(&self) -> Result<Resolved, Error> {
+    /// is an image index or Docker manifest list. Mirrors are tried first, in order; the
+    /// first endpoint that answers is used for the blobs too. When every endpoint fails,
+    /// the registry's own error is returned.
+    pub async fn resolve(&mut self) -> Result<Resolved, Error> {
+        let mut last_error = None;
+        for (index, endpoint) in self.endpoints.iter().enumerate() {
+            match self.resolve_at(endpoint).await {
+                Ok(resolved) => {
+                    self.chosen = index;
+                    return Ok(resolved);
+                }
+                Err(err) => {
+                    if index + 1 < self.endpoints.len() {
+                        tracing::warn!(
+                            image = %self.image,
+                            mirror = %endpoint.reference.resolve_registry(),
+                            error = %err,
+                            "mirror failed, trying the next endpoint"
+                        );
+                    }
+                    last_error = Some(err);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| Error::NotFound {
+            image: self.image.clone(),
+            detail: "no registry endpoint".to_string(),
+        }))
+    }
+
+    async fn resolve_at(&self, endpoint: &Endpoint) -> Result<Resolved, Error> {
         // Pulling by digest ignores the tag (the tag may have moved; the digest cannot).
-        let reference = match self.reference.digest() {
-            Some(digest) => self.reference.clone_with_digest(digest.to_string()),
-            None => self.reference.clone(),
+        let reference = match endpoint.reference.digest() {
+            Some(digest) => endpoint.reference.clone_with_digest(digest.to_string()),
+            None => endpoint.reference.clone(),
         };
-        let (manifest, manifest_digest, list_digest) = self
-            .client
-            .pull_image_manifest_and_list_digest(&reference, &self.auth)
-            .await
-            .map_err(|err| self.classify(err, reference.digest().unwrap_or("manifest")))?;
+        let what = reference.digest().unwrap_or("manifest").to_string();
+        let fetched = tokio::time::timeout(
+            self.progress_timeout,
+            self.client
+                .pull_image_manifest_and_list_digest(&reference, &endpoint.auth),
+        )
+        .await
+        .map_err(|_| self.no_progress(&what))?;
+        let (manifest, manifest_digest, list_digest) =
+            fetched.map_err(|err| self.classify(err, &what))?;
         Ok(Resolved {
             manifest,
             digest: list_digest.unwrap_or(manifest_digest),
@@ -105,11 +156,16 @@ impl Registry {
         }
         // Validate the name before asking the registry for it.
         store.path(digest).map_err(content_error)?;
-        let stream = self
-            .client
-            .pull_blob_stream(&self.reference, descriptor)
-            .await
-            .map_err(|err| self.classify(err, digest))?;
+        let endpoint = &self.endpoints[self.chosen];
+        let stream = tokio::time::timeout(
+            self.progress_timeout,
+            self.client
+                .pull_blob_stream(&endpoint.reference, descriptor),
+        )
+        .await
+        .map_err(|_| self.no_progress(digest))?
+        .map_err(|err| self.classify(err, digest))?;
+        let stream = progress::with_timeout(stream, self.progress_timeout);
         store.write(digest, stream).await.map_err(content_error)
     }
 
@@ -126,6 +182,9 @@ impl Registry {
                 digest: digest.to_string(),
                 detail: err.to_string(),
             },
+            ContentError::Fetch(source) if progress::is_stalled(&source) => {
+                self.no_progress(digest)
+            }
             ContentError::Fetch(source) => {
                 let verification = source
                     .get_ref()
@@ -148,6 +207,16 @@ impl Registry {
                 context,
                 source,
             },
+        }
+    }
+
+    /// The error of a pull that received nothing for the progress timeout while fetching
+    /// `what`.
+    fn no_progress(&self, what: &str) -> Error {
+        Error::NoProgress {
+            image: self.image.clone(),
+            what: what.to_string(),
+            timeout: self.progress_timeout,
         }
     }
 
@@ -250,6 +319,78 @@ fn registry_auth(auth: Option<&AuthConfig>, image: &str) -> Result<RegistryAuth,
     Ok(RegistryAuth::Anonymous)
 }
 
+/// Where an image is looked for, with which credentials, and which hosts speak plain HTTP.
+struct Plan {
+    /// The mirrors in configured order, then the registry.
+    endpoints: Vec<Endpoint>,
+    /// Hosts reached over plain HTTP.
+    plain_hosts: Vec<String>,
+}
+
+/// The endpoints for `reference` under `settings`; `request_auth` (from the CRI request)
+/// wins over the registry's configured credentials unless anonymous.
+fn plan(reference: &Reference, request_auth: RegistryAuth, settings: &PullSettings) -> Plan {
+    let host = settings.registries.get(reference.registry());
+    let registry_auth = match (&request_auth, host.and_then(|host| host.auth.as_ref())) {
+        (RegistryAuth::Anonymous, Some(configured)) => configured_auth(configured),
+        _ => request_auth,
+    };
+    let mut plain_hosts = Vec::new();
+    let mut endpoints = Vec::new();
+    for mirror in host.map(|host| host.mirrors.as_slice()).unwrap_or_default() {
+        let (plain, mirror_host) = match mirror.strip_prefix("http://") {
+            Some(rest) => (true, rest),
+            None => (false, mirror.strip_prefix("https://").unwrap_or(mirror)),
+        };
+        let mirror_host = mirror_host.trim_end_matches('/').to_string();
+        if plain || is_loopback(&mirror_host) {
+            plain_hosts.push(mirror_host.clone());
+        }
+        let auth = settings
+            .registries
+            .get(&mirror_host)
+            .and_then(|mirror| mirror.auth.as_ref())
+            .map_or_else(|| registry_auth.clone(), configured_auth);
+        let mut mirrored = reference.clone();
+        mirrored.set_mirror_registry(mirror_host);
+        endpoints.push(Endpoint {
+            reference: mirrored,
+            auth,
+        });
+    }
+    if is_loopback(reference.registry()) || host.is_some_and(|host| host.plain_http) {
+        plain_hosts.push(reference.registry().to_string());
+        plain_hosts.push(reference.resolve_registry().to_string());
+    }
+    endpoints.push(Endpoint {
+        reference: reference.clone(),
+        auth: registry_auth,
+    });
+    Plan {
+        endpoints,
+        plain_hosts,
+    }
+}
+
+/// Whether a CRI AuthConfig carries no credentials at all (then the configured ones apply).
+fn is_empty(auth: &AuthConfig) -> bool {
+    auth.username.is_empty()
+        && auth.password.is_empty()
+        && auth.auth.is_empty()
+        && auth.identity_token.is_empty()
+        && auth.registry_token.is_empty()
+}
+
+/// Configured credentials as `oci-client` ones (an identity token as in [`registry_auth`]).
+fn configured_auth(credentials: &Credentials) -> RegistryAuth {
+    match credentials {
+        Credentials::Basic { username, password } => {
+            RegistryAuth::Basic(username.clone(), password.clone())
+        }
+        Credentials::IdentityToken(token) => RegistryAuth::Bearer(token.clone()),
+    }
+}
+
 /// An error with its causes, `outer: inner: innermost`.
 fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
@@ -268,6 +409,81 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::RegistryHost;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn mirrors_come_first_with_their_own_scheme_and_credentials() {
+        let basic = |user: &str| Credentials::Basic {
+            username: user.into(),
+            password: "pw".into(),
+        };
+        let mut registries = BTreeMap::new();
+        registries.insert(
+            "registry.example:5000".to_string(),
+            RegistryHost {
+                mirrors: vec![
+                    "http://mirror-a.example:5000/".into(),
+                    "https://mirror-b.example".into(),
+                ],
+                plain_http: true,
+                auth: Some(basic("default")),
+            },
+        );
+        registries.insert(
+            "mirror-b.example".to_string(),
+            RegistryHost {
+                auth: Some(basic("mirror")),
+                ..Default::default()
+            },
+        );
+        let settings = PullSettings {
+            registries,
+            progress_timeout: Duration::from_secs(1),
+        };
+        let reference: Reference = "registry.example:5000/app:v1".parse().expect("reference");
+        let summary = |plan: &Plan| -> Vec<(String, RegistryAuth)> {
+            plan.endpoints
+                .iter()
+                .map(|e| (e.reference.resolve_registry().to_string(), e.auth.clone()))
+                .collect()
+        };
+        let default = RegistryAuth::Basic("default".into(), "pw".into());
+        let configured = plan(&reference, RegistryAuth::Anonymous, &settings);
+        assert_eq!(
+            summary(&configured),
+            vec![
+                ("mirror-a.example:5000".into(), default.clone()),
+                (
+                    "mirror-b.example".into(),
+                    RegistryAuth::Basic("mirror".into(), "pw".into())
+                ),
+                ("registry.example:5000".into(), default),
+            ]
+        );
+        assert_eq!(
+            configured.plain_hosts,
+            vec![
+                "mirror-a.example:5000",
+                "registry.example:5000",
+                "registry.example:5000"
+            ]
+        );
+        // Credentials of the request win over the configured default.
+        let request = RegistryAuth::Basic("request".into(), "x".into());
+        let from_request = plan(&reference, request.clone(), &settings);
+        assert_eq!(from_request.endpoints[0].auth, request);
+        assert_eq!(from_request.endpoints[2].auth, request);
+        // An unconfigured remote registry: itself only, over HTTPS.
+        let remote: Reference = "quay.io/app:v1".parse().expect("reference");
+        let bare = plan(&remote, RegistryAuth::Anonymous, &settings);
+        assert_eq!(
+            summary(&bare),
+            vec![("quay.io".into(), RegistryAuth::Anonymous)]
+        );
+        assert!(bare.plain_hosts.is_empty());
+        assert!(is_empty(&AuthConfig::default()));
+    }
 
     #[test]
     fn cri_auth_maps_to_registry_auth() {

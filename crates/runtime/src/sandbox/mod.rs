@@ -5,6 +5,7 @@
 pub mod files;
 pub mod ns;
 pub mod pid;
+mod port_forward;
 mod remove;
 mod run;
 pub mod shm;

@@ -1,6 +1,7 @@
 //! CRI v1 gRPC services: RuntimeService and ImageService on a unix socket.
 
 mod image_service;
+mod info;
 mod runtime_service;
 
 use std::future::Future;
@@ -15,7 +16,8 @@ use crate::image::ImageManager;
 use crate::runtime::Runtime;
 
 /// Serves CRI v1 (RuntimeService backed by `runtime`, ImageService backed by `images`) on
-/// the unix socket `socket` until `shutdown` completes. A stale socket file is replaced;
+/// the unix socket `socket`, and the runtime's streaming server (exec / attach /
+/// port-forward URLs), until `shutdown` completes or one of them fails. A stale socket file is replaced;
 /// the socket file is removed on shutdown. The returned future owns its arguments
 /// (`'static`), so it can be spawned.
 pub fn serve(
@@ -41,12 +43,37 @@ async fn serve_owned(
     let listener = tokio::net::UnixListener::bind(socket)
         .with_context(|| format!("binding {}", socket.display()))?;
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-    let result = tonic::transport::Server::builder()
+    // Open GetContainerEvents streams would keep the graceful shutdown waiting.
+    let events_runtime = runtime.clone();
+    let shutdown = async move {
+        shutdown.await;
+        events_runtime.events.close();
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let streaming = runtime
+        .streaming
+        .serve(runtime.clone(), stop.clone().cancelled_owned());
+    let cri = tonic::transport::Server::builder()
         .add_service(RuntimeServiceServer::from_arc(runtime))
         .add_service(ImageServiceServer::from_arc(images))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
-        .context("serving CRI");
+        .serve_with_incoming_shutdown(incoming, {
+            let stop = stop.clone();
+            async move {
+                tokio::select! {
+                    () = shutdown => {}
+                    () = stop.cancelled() => {}
+                }
+            }
+        });
+    // Whichever ends first (shutdown, or a failure) stops the other.
+    let stopping = |result: anyhow::Result<()>| {
+        stop.cancel();
+        result
+    };
+    let (cri, streaming) = tokio::join!(
+        async { stopping(cri.await.context("serving CRI")) },
+        async { stopping(streaming.await) }
+    );
     let _ = crate::store::remove_file_if_exists(socket);
-    result
+    cri.and(streaming)
 }

@@ -1,18 +1,24 @@
 //! `impl RuntimeService for Runtime`: the CRI v1 gRPC surface, delegating to the verbs in
-//! [`crate::sandbox`] and [`crate::container`].
-
-use std::collections::HashMap;
+//! [`crate::sandbox`], [`crate::container`] and [`crate::stats`].
+//!
+//! This layer also does what every verb shares, as containerd's CRI plugin does: it
+//! resolves unique truncated IDs to full IDs, publishes the lifecycle events of
+//! GetContainerEvents ([`crate::events`]) after a verb succeeded, and adds the verbose
+//! `info` maps.
 
 use k8s_cri::v1::runtime_service_server::RuntimeService;
 use k8s_cri::v1::*;
 use tonic::{Request, Response, Status};
 
+use crate::container::State;
 use crate::runtime::Runtime;
 
 /// CRI API version served.
 const API_VERSION: &str = "v1";
 /// Runtime name reported by Version.
 const RUNTIME_NAME: &str = "skiff";
+/// `version` of Version: the kubelet-facing API version (containerd reports `0.1.0`).
+const API_VERSION_KUBELET: &str = "0.1.0";
 /// Runtime version reported by Version.
 const RUNTIME_VERSION: &str = "0.1.0";
 
@@ -20,6 +26,31 @@ type Reply<T> = Result<Response<T>, Status>;
 
 fn reply<T>(result: crate::error::Result<T>) -> Reply<T> {
     result.map(Response::new).map_err(Status::from)
+}
+
+impl Runtime {
+    /// The full container ID for an ID or unique ID prefix (unchanged when unknown, so
+    /// that the verb reports it as it was given).
+    fn full_container_id(&self, id: &str) -> String {
+        self.containers
+            .resolve(id)
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    /// The full sandbox ID for an ID or unique ID prefix (see [`Self::full_container_id`]).
+    fn full_sandbox_id(&self, id: &str) -> String {
+        self.sandboxes.resolve(id).unwrap_or_else(|| id.to_string())
+    }
+
+    /// The sandbox of container `id` and its current state, if the container exists.
+    async fn container_state(&self, id: &str) -> Option<(String, State)> {
+        let entry = self.containers.get(id)?;
+        let mut container = entry.lock().await;
+        if let Err(err) = self.refresh(&mut container) {
+            tracing::warn!(id, "refreshing container: {err:#}");
+        }
+        Some((container.sandbox_id.clone(), container.state))
+    }
 }
 
 fn unimplemented<T>(what: &str) -> Reply<T> {
@@ -32,7 +63,7 @@ fn unimplemented<T>(what: &str) -> Reply<T> {
 impl RuntimeService for Runtime {
     async fn version(&self, _req: Request<VersionRequest>) -> Reply<VersionResponse> {
         Ok(Response::new(VersionResponse {
-            version: "0.1.0".into(),
+            version: API_VERSION_KUBELET.into(),
             runtime_name: RUNTIME_NAME.into(),
             runtime_version: RUNTIME_VERSION.into(),
             runtime_api_version: API_VERSION.into(),
@@ -43,28 +74,62 @@ impl RuntimeService for Runtime {
         &self,
         req: Request<RunPodSandboxRequest>,
     ) -> Reply<RunPodSandboxResponse> {
-        reply(Runtime::run_pod_sandbox(self, req.into_inner()).await)
+        let response = Runtime::run_pod_sandbox(self, req.into_inner()).await?;
+        let id = &response.pod_sandbox_id;
+        self.emit(id, id, ContainerEventType::ContainerCreatedEvent)
+            .await;
+        self.emit(id, id, ContainerEventType::ContainerStartedEvent)
+            .await;
+        Ok(Response::new(response))
     }
 
     async fn stop_pod_sandbox(
         &self,
         req: Request<StopPodSandboxRequest>,
     ) -> Reply<StopPodSandboxResponse> {
-        reply(Runtime::stop_pod_sandbox(self, req.into_inner()).await)
+        let mut req = req.into_inner();
+        req.pod_sandbox_id = self.full_sandbox_id(&req.pod_sandbox_id);
+        let id = req.pod_sandbox_id.clone();
+        let response = Runtime::stop_pod_sandbox(self, req).await?;
+        if self.sandboxes.get(&id).is_some() {
+            self.emit_exits(&id).await;
+            self.emit_stopped(&id, &id).await;
+        }
+        Ok(Response::new(response))
     }
 
     async fn remove_pod_sandbox(
         &self,
         req: Request<RemovePodSandboxRequest>,
     ) -> Reply<RemovePodSandboxResponse> {
-        reply(Runtime::remove_pod_sandbox(self, req.into_inner()).await)
+        let mut req = req.into_inner();
+        req.pod_sandbox_id = self.full_sandbox_id(&req.pod_sandbox_id);
+        let id = req.pod_sandbox_id.clone();
+        let last_status = self.sandbox_status_of(&id).await;
+        let containers = self.container_ids_of(&id).await;
+        let response = Runtime::remove_pod_sandbox(self, req).await?;
+        for container in &containers {
+            self.unwatch_exit(container);
+        }
+        if let Some(last_status) = last_status {
+            self.emit_removal(&containers, &id, last_status).await;
+        }
+        Ok(Response::new(response))
     }
 
     async fn pod_sandbox_status(
         &self,
         req: Request<PodSandboxStatusRequest>,
     ) -> Reply<PodSandboxStatusResponse> {
-        reply(Runtime::pod_sandbox_status(self, req.into_inner()).await)
+        let mut req = req.into_inner();
+        req.pod_sandbox_id = self.full_sandbox_id(&req.pod_sandbox_id);
+        let verbose = req.verbose;
+        let id = req.pod_sandbox_id.clone();
+        let mut response = Runtime::pod_sandbox_status(self, req).await?;
+        if verbose && let Some(entry) = self.sandboxes.get(&id) {
+            response.info = self.sandbox_info(&*entry.lock().await);
+        }
+        Ok(Response::new(response))
     }
 
     async fn list_pod_sandbox(
@@ -78,28 +143,82 @@ impl RuntimeService for Runtime {
         &self,
         req: Request<CreateContainerRequest>,
     ) -> Reply<CreateContainerResponse> {
-        reply(Runtime::create_container(self, req.into_inner()).await)
+        let mut req = req.into_inner();
+        req.pod_sandbox_id = self.full_sandbox_id(&req.pod_sandbox_id);
+        let sandbox_id = req.pod_sandbox_id.clone();
+        let response = Runtime::create_container(self, req).await?;
+        self.watch_exit(&response.container_id);
+        self.emit(
+            &response.container_id,
+            &sandbox_id,
+            ContainerEventType::ContainerCreatedEvent,
+        )
+        .await;
+        Ok(Response::new(response))
     }
 
     async fn start_container(
         &self,
         req: Request<StartContainerRequest>,
     ) -> Reply<StartContainerResponse> {
-        reply(Runtime::start_container(self, req.into_inner()).await)
+        let mut req = req.into_inner();
+        req.container_id = self.full_container_id(&req.container_id);
+        let id = req.container_id.clone();
+        // The exit watcher leaves an exit during the start to us, so that STARTED comes
+        // before STOPPED.
+        let starting = self.events.starting(&id);
+        let result = Runtime::start_container(self, req).await;
+        if let Some((sandbox_id, _)) = self.container_state(&id).await {
+            if result.is_ok() {
+                self.emit(&id, &sandbox_id, ContainerEventType::ContainerStartedEvent)
+                    .await;
+            }
+            drop(starting);
+            // Exited already, or never started (StartError).
+            if let Some((_, State::Exited)) = self.container_state(&id).await {
+                self.emit_stopped(&id, &sandbox_id).await;
+            }
+        }
+        reply(result)
     }
 
     async fn stop_container(
         &self,
         req: Request<StopContainerRequest>,
     ) -> Reply<StopContainerResponse> {
-        reply(Runtime::stop_container(self, req.into_inner()).await)
+        let mut req = req.into_inner();
+        req.container_id = self.full_container_id(&req.container_id);
+        let id = req.container_id.clone();
+        // Stopping what is gone is not an error (CRI: StopContainer is idempotent).
+        if self.containers.get(&id).is_none() {
+            return Ok(Response::new(StopContainerResponse {}));
+        }
+        let response = Runtime::stop_container(self, req).await?;
+        if let Some((sandbox_id, State::Exited)) = self.container_state(&id).await {
+            self.emit_stopped(&id, &sandbox_id).await;
+        }
+        Ok(Response::new(response))
     }
 
     async fn remove_container(
         &self,
         req: Request<RemoveContainerRequest>,
     ) -> Reply<RemoveContainerResponse> {
-        reply(Runtime::remove_container(self, req.into_inner()).await)
+        let mut req = req.into_inner();
+        req.container_id = self.full_container_id(&req.container_id);
+        let id = req.container_id.clone();
+        let existed = self.container_state(&id).await;
+        let response = Runtime::remove_container(self, req).await?;
+        if let Some((sandbox_id, state)) = existed {
+            self.unwatch_exit(&id);
+            if state != State::Exited {
+                // Force-removed while running: it stopped on the way.
+                self.emit_stopped(&id, &sandbox_id).await;
+            }
+            self.emit(&id, &sandbox_id, ContainerEventType::ContainerDeletedEvent)
+                .await;
+        }
+        Ok(Response::new(response))
     }
 
     async fn list_containers(
@@ -113,7 +232,15 @@ impl RuntimeService for Runtime {
         &self,
         req: Request<ContainerStatusRequest>,
     ) -> Reply<ContainerStatusResponse> {
-        reply(Runtime::container_status(self, req.into_inner()).await)
+        let mut req = req.into_inner();
+        req.container_id = self.full_container_id(&req.container_id);
+        let verbose = req.verbose;
+        let id = req.container_id.clone();
+        let mut response = Runtime::container_status(self, req).await?;
+        if verbose && let Some(entry) = self.containers.get(&id) {
+            response.info = self.container_info(&*entry.lock().await);
+        }
+        Ok(Response::new(response))
     }
 
     async fn update_container_resources(
@@ -125,63 +252,91 @@ impl RuntimeService for Runtime {
 
     async fn reopen_container_log(
         &self,
-        _req: Request<ReopenContainerLogRequest>,
+        req: Request<ReopenContainerLogRequest>,
     ) -> Reply<ReopenContainerLogResponse> {
-        unimplemented("ReopenContainerLog")
+        reply(Runtime::reopen_container_log(self, req.into_inner()).await)
     }
 
     async fn exec_sync(&self, req: Request<ExecSyncRequest>) -> Reply<ExecSyncResponse> {
         reply(Runtime::exec_sync(self, req.into_inner()).await)
     }
 
-    async fn exec(&self, _req: Request<ExecRequest>) -> Reply<ExecResponse> {
-        unimplemented("Exec")
+    async fn exec(&self, req: Request<ExecRequest>) -> Reply<ExecResponse> {
+        reply(Runtime::exec(self, req.into_inner()).await)
     }
 
-    async fn attach(&self, _req: Request<AttachRequest>) -> Reply<AttachResponse> {
-        unimplemented("Attach")
+    async fn attach(&self, req: Request<AttachRequest>) -> Reply<AttachResponse> {
+        reply(Runtime::attach(self, req.into_inner()).await)
     }
 
-    async fn port_forward(&self, _req: Request<PortForwardRequest>) -> Reply<PortForwardResponse> {
-        unimplemented("PortForward")
+    async fn port_forward(&self, req: Request<PortForwardRequest>) -> Reply<PortForwardResponse> {
+        reply(Runtime::port_forward(self, req.into_inner()).await)
     }
 
     async fn container_stats(
         &self,
-        _req: Request<ContainerStatsRequest>,
+        req: Request<ContainerStatsRequest>,
     ) -> Reply<ContainerStatsResponse> {
-        unimplemented("ContainerStats")
+        let mut req = req.into_inner();
+        req.container_id = self.full_container_id(&req.container_id);
+        reply(Runtime::container_stats(self, req).await)
     }
 
     async fn list_container_stats(
         &self,
-        _req: Request<ListContainerStatsRequest>,
+        req: Request<ListContainerStatsRequest>,
     ) -> Reply<ListContainerStatsResponse> {
-        unimplemented("ListContainerStats")
+        reply(Runtime::list_container_stats(self, req.into_inner()).await)
     }
 
     async fn pod_sandbox_stats(
         &self,
-        _req: Request<PodSandboxStatsRequest>,
+        req: Request<PodSandboxStatsRequest>,
     ) -> Reply<PodSandboxStatsResponse> {
-        unimplemented("PodSandboxStats")
+        let mut req = req.into_inner();
+        req.pod_sandbox_id = self.full_sandbox_id(&req.pod_sandbox_id);
+        reply(Runtime::pod_sandbox_stats(self, req).await)
     }
 
     async fn list_pod_sandbox_stats(
         &self,
-        _req: Request<ListPodSandboxStatsRequest>,
+        req: Request<ListPodSandboxStatsRequest>,
     ) -> Reply<ListPodSandboxStatsResponse> {
-        unimplemented("ListPodSandboxStats")
+        reply(Runtime::list_pod_sandbox_stats(self, req.into_inner()).await)
     }
 
+    /// Applies `network_config.pod_cidr` to Skiff's default conflist (an empty CIDR, or a
+    /// conflist that is not Skiff's, is left alone); `InvalidArgument` for a bad CIDR.
     async fn update_runtime_config(
         &self,
-        _req: Request<UpdateRuntimeConfigRequest>,
+        req: Request<UpdateRuntimeConfigRequest>,
     ) -> Reply<UpdateRuntimeConfigResponse> {
-        unimplemented("UpdateRuntimeConfig")
+        let pod_cidr = req
+            .into_inner()
+            .runtime_config
+            .and_then(|config| config.network_config)
+            .map(|network| network.pod_cidr)
+            .unwrap_or_default();
+        if pod_cidr.is_empty() {
+            return Ok(Response::new(UpdateRuntimeConfigResponse {}));
+        }
+        // The kubelet may send several CIDRs (dual stack), comma-separated: the first one
+        // is the default network's subnet.
+        let first = pod_cidr.split(',').next().unwrap_or_default().trim();
+        let cidr: ipnet::IpNet = first.parse().map_err(|err| {
+            Status::invalid_argument(format!("invalid pod CIDR {pod_cidr:?}: {err}"))
+        })?;
+        if self
+            .cni
+            .update_pod_cidr(&cidr)
+            .map_err(|err| Status::internal(format!("updating the pod CIDR: {err:#}")))?
+        {
+            tracing::info!(%cidr, "pod CIDR applied to the default CNI configuration");
+        }
+        Ok(Response::new(UpdateRuntimeConfigResponse {}))
     }
 
-    async fn status(&self, _req: Request<StatusRequest>) -> Reply<StatusResponse> {
+    async fn status(&self, req: Request<StatusRequest>) -> Reply<StatusResponse> {
         let network = self.cni.network();
         let conditions = vec![
             RuntimeCondition {
@@ -203,9 +358,23 @@ impl RuntimeService for Runtime {
                     .unwrap_or_default(),
             },
         ];
+        let runtime_handlers = self
+            .config
+            .handlers
+            .keys()
+            .map(|name| RuntimeHandler {
+                name: name.clone(),
+                features: Some(RuntimeHandlerFeatures::default()),
+            })
+            .collect();
         Ok(Response::new(StatusResponse {
             status: Some(RuntimeStatus { conditions }),
-            info: HashMap::new(),
+            info: if req.into_inner().verbose {
+                self.status_info()
+            } else {
+                Default::default()
+            },
+            runtime_handlers,
             ..Default::default()
         }))
     }
@@ -217,29 +386,27 @@ impl RuntimeService for Runtime {
         unimplemented("CheckpointContainer")
     }
 
-    type GetContainerEventsStream = std::pin::Pin<
-        Box<dyn futures::Stream<Item = Result<ContainerEventResponse, Status>> + Send + 'static>,
-    >;
+    type GetContainerEventsStream = crate::events::EventStream;
 
     async fn get_container_events(
         &self,
         _req: Request<GetEventsRequest>,
     ) -> Reply<Self::GetContainerEventsStream> {
-        unimplemented("GetContainerEvents")
+        Ok(Response::new(self.subscribe().await?))
     }
 
     async fn list_metric_descriptors(
         &self,
         _req: Request<ListMetricDescriptorsRequest>,
     ) -> Reply<ListMetricDescriptorsResponse> {
-        unimplemented("ListMetricDescriptors")
+        Ok(Response::new(crate::stats::metrics::descriptors()))
     }
 
     async fn list_pod_sandbox_metrics(
         &self,
         _req: Request<ListPodSandboxMetricsRequest>,
     ) -> Reply<ListPodSandboxMetricsResponse> {
-        unimplemented("ListPodSandboxMetrics")
+        reply(Runtime::list_pod_sandbox_metrics(self).await)
     }
 
     async fn runtime_config(

@@ -40,6 +40,16 @@ impl<W: Write> Sink<W> {
         }
     }
 
+    /// Replaces the output: the log file reopened after rotation (ReopenContainerLog).
+    /// Returns the previous output.
+    pub fn replace(&self, out: W) -> W {
+        let mut current = self
+            .out
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::replace(&mut *current, out)
+    }
+
     fn record(&self, stream: Stream, partial: bool, content: &[u8]) -> io::Result<()> {
         let ts = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
         let tag = if partial { "P" } else { "F" };
@@ -129,6 +139,18 @@ mod tests {
         assert_eq!(recs[0], ("stderr".into(), "F".into(), "hello".into()));
         assert_eq!(recs[1].2, "");
         assert_eq!(recs[2], ("stderr".into(), "F".into(), "world".into()));
+    }
+
+    #[test]
+    fn replaced_output_gets_later_records() {
+        let sink = Sink::new(Vec::new());
+        sink.copy(Stream::Stdout, &b"before\n"[..]).unwrap();
+        let old = sink.replace(Vec::new());
+        sink.copy(Stream::Stdout, &b"after\n"[..]).unwrap();
+        assert_eq!(parse(&old)[0].2, "before");
+        let new = parse(&sink.out.into_inner().unwrap());
+        assert_eq!(new.len(), 1);
+        assert_eq!(new[0].2, "after");
     }
 
     #[test]

@@ -5,13 +5,22 @@
 //! --runc-root DIR --log-path FILE --exit-file FILE --cgroup PATH`. The started process
 //! forks a daemon (new session, child subreaper) and exits as soon as the daemon reports
 //! [`Started`] or `error <text>` on its stdout, so the runtime reaps it right away.
-//! The daemon runs `runc run --detach` with pipes as the container's stdout/stderr, copies
-//! them into the CRI log file, reaps the container's init and writes the exit file.
-//! No async runtime: plain threads, so it is cheap and fork-safe.
+//! The daemon runs `runc run --detach` with pipes as the container's stdio, or with
+//! `--console-socket` for a tty container (runc sends the pty master back), copies the
+//! output into the CRI log file and to attached clients, keeps the container's stdin and
+//! terminal for attach sessions on `<bundle>/attach.sock` ([`protocol`]), reaps the
+//! container's init and writes the exit file.
+//! No async runtime: plain threads (64 KiB stacks), so it is cheap and fork-safe.
 
+mod attach;
+mod console;
 pub mod exit;
 pub mod log;
 mod monitor;
+pub mod protocol;
+mod stdio;
+
+pub use stdio::set_window_size;
 
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
@@ -38,6 +47,13 @@ pub struct Options {
     pub exit_file: PathBuf,
     /// The container's cgroupsPath, to detect OOM kills.
     pub cgroup: PathBuf,
+    /// The container has a terminal (CRI `ContainerConfig.tty`, OCI `process.terminal`).
+    pub tty: bool,
+    /// Keep the container's stdin open for attach sessions (CRI `stdin`).
+    pub stdin: bool,
+    /// Close the container's stdin once the first attach session's stdin ended (CRI
+    /// `stdin_once`).
+    pub stdin_once: bool,
 }
 
 impl Options {
@@ -56,6 +72,14 @@ impl Options {
             args.push(flag.into());
             args.push(value.to_owned());
         }
+        for (flag, value) in [
+            ("--tty", self.tty),
+            ("--stdin", self.stdin),
+            ("--stdin-once", self.stdin_once),
+        ] {
+            args.push(flag.into());
+            args.push(value.to_string().into());
+        }
         args
     }
 
@@ -70,6 +94,9 @@ impl Options {
             log_path: PathBuf::new(),
             exit_file: PathBuf::new(),
             cgroup: PathBuf::new(),
+            tty: false,
+            stdin: false,
+            stdin_once: false,
         };
         while let Some(flag) = rest.next() {
             let value = rest
@@ -83,6 +110,9 @@ impl Options {
                 "--log-path" => opts.log_path = value.into(),
                 "--exit-file" => opts.exit_file = value.into(),
                 "--cgroup" => opts.cgroup = value.into(),
+                "--tty" => opts.tty = parse_bool(flag, value)?,
+                "--stdin" => opts.stdin = parse_bool(flag, value)?,
+                "--stdin-once" => opts.stdin_once = parse_bool(flag, value)?,
                 other => bail!("unknown shim flag {other}"),
             }
         }
@@ -94,6 +124,12 @@ impl Options {
         }
         Ok(opts)
     }
+}
+
+fn parse_bool(flag: &str, value: &str) -> anyhow::Result<bool> {
+    value
+        .parse()
+        .with_context(|| format!("{flag} takes true or false, not {value:?}"))
 }
 
 /// The daemon's report once the container runs, one line:
@@ -200,11 +236,16 @@ mod tests {
             log_path: "/var/log/x.log".into(),
             exit_file: "/run/b/exit.json".into(),
             cgroup: "/skiff/s/abc".into(),
+            tty: true,
+            stdin: true,
+            stdin_once: false,
         };
         let mut args = vec!["skiff".to_string(), "shim".to_string()];
         args.extend(opts.to_args().into_iter().map(|a| a.into_string().unwrap()));
         assert_eq!(Options::parse(&args).unwrap(), opts);
         assert!(Options::parse(&["--id".into()]).is_err());
+        args.extend(["--tty".to_string(), "yes".to_string()]);
+        assert!(Options::parse(&args).is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The shim daemon: starts the container with runc, copies its output into the CRI log,
-//! reaps it and records the exit.
+//! The shim daemon: starts the container with runc, copies its output into the CRI log
+//! and to attach sessions, reaps it and records the exit.
 
+use std::fs::File;
 use std::io::Write as _;
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -12,9 +13,10 @@ use anyhow::{Context as _, bail};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
+use super::console::ConsoleSocket;
 use super::exit::ExitStatus;
-use super::log::{Sink, Stream};
-use super::{Options, Started};
+use super::log::Stream;
+use super::{Options, Started, attach, protocol, stdio};
 use crate::process::ProcessId;
 
 /// How long output is still drained after the container's init exited. Daemonized
@@ -40,7 +42,9 @@ pub fn run(opts: &Options, ready: OwnedFd) -> i32 {
     drop(ready);
     let status = wait_for(Pid::from_raw(running.started.init.pid));
     let finished_at = crate::id::now_nanos();
-    drain(running.copiers);
+    drain(running.copiers, running.outputs);
+    // Attach clients see the end of stream when the shim exits; new ones find no socket.
+    let _ = std::fs::remove_file(opts.bundle.join(protocol::SOCKET));
     let exit = ExitStatus {
         exit_code: status,
         finished_at,
@@ -78,15 +82,18 @@ fn detach(opts: &Options) -> anyhow::Result<()> {
 struct Running {
     started: Started,
     copiers: std::sync::mpsc::Receiver<()>,
+    outputs: usize,
 }
 
-/// `runc run --detach` with pipes as the container's stdout/stderr; on success starts the
-/// two log copier threads and identifies the init process (from the pid file) and the shim.
-/// The init is the shim's child from here on (child subreaper), so its PID cannot be
-/// reused before the shim reaps it.
+/// `runc run --detach` with the container's stdio from [`connect_stdio`]; on success
+/// starts the log copier threads and the attach socket server, and identifies the init
+/// process (from the pid file) and the shim. The init is the shim's child from here on
+/// (child subreaper), so its PID cannot be reused before the shim reaps it.
 fn start_container(opts: &Options) -> anyhow::Result<Running> {
-    let (out_read, out_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let (err_read, err_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let bundle = protocol::open_dir(&opts.bundle)
+        .with_context(|| format!("opening {}", opts.bundle.display()))?;
+    let listener =
+        protocol::bind_in(&bundle, protocol::SOCKET).context("binding the attach socket")?;
     let pid_file = opts.bundle.join("init.pid");
     let runc_log = opts.bundle.join("runc.log");
     let mut command = std::process::Command::new(&opts.runc);
@@ -98,17 +105,13 @@ fn start_container(opts: &Options) -> anyhow::Result<Running> {
         .arg("--log-format")
         .arg("json")
         .args(["run", "--detach", "--pid-file"])
-        .arg(&pid_file)
-        .arg("--bundle")
-        .arg(&opts.bundle)
-        .arg(&opts.id)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out_write))
-        .stderr(Stdio::from(err_write));
+        .arg(&pid_file);
+    let kept = connect_stdio(opts, &mut command)?;
+    command.arg("--bundle").arg(&opts.bundle).arg(&opts.id);
     let status = command
         .status()
         .with_context(|| format!("running {}", opts.runc.display()));
-    drop(command); // closes our copies of the pipes' write ends
+    drop(command); // closes our copies of the container's ends of the pipes
     if !status?.success() {
         bail!(
             "{}",
@@ -124,8 +127,102 @@ fn start_container(opts: &Options) -> anyhow::Result<Running> {
         init: ProcessId::of(pid).with_context(|| format!("container init {pid} vanished"))?,
         shim: ProcessId::of(std::process::id() as i32).context("reading the shim's own stat")?,
     };
-    let copiers = start_copiers(opts, out_read, err_read)?;
-    Ok(Running { started, copiers })
+    let (stdio, outputs) = kept.into_stdio(opts)?;
+    let stdio = Arc::new(stdio);
+    let count = outputs.len();
+    let copiers = start_copiers(&stdio, outputs)?;
+    attach::serve(listener, stdio).context("starting the attach server")?;
+    Ok(Running {
+        started,
+        copiers,
+        outputs: count,
+    })
+}
+
+/// What the shim keeps of the container's stdio while runc starts it.
+enum Kept {
+    /// Our ends of the pipes.
+    Pipes {
+        stdin: Option<OwnedFd>,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    },
+    /// Where runc sends the terminal.
+    Terminal(ConsoleSocket),
+}
+
+/// Gives runc the container's stdio: pipes (stdin only when the container keeps one), or
+/// `--console-socket` for a terminal.
+fn connect_stdio(opts: &Options, command: &mut std::process::Command) -> anyhow::Result<Kept> {
+    if opts.tty {
+        let console = ConsoleSocket::bind(&opts.bundle).context("binding the console socket")?;
+        command
+            .arg("--console-socket")
+            .arg(console.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        return Ok(Kept::Terminal(console));
+    }
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+    let (out_read, out_write) = pipe()?;
+    let (err_read, err_write) = pipe()?;
+    command
+        .stdout(Stdio::from(out_write))
+        .stderr(Stdio::from(err_write));
+    let stdin = match opts.stdin {
+        true => {
+            let (read, write) = pipe()?;
+            command.stdin(Stdio::from(read));
+            Some(write)
+        }
+        false => {
+            command.stdin(Stdio::null());
+            None
+        }
+    };
+    Ok(Kept::Pipes {
+        stdin,
+        stdout: out_read,
+        stderr: err_read,
+    })
+}
+
+impl Kept {
+    /// Once runc started the container: the shim's [`stdio::Stdio`] and the output streams
+    /// to copy.
+    fn into_stdio(self, opts: &Options) -> anyhow::Result<(stdio::Stdio, Vec<(Stream, File)>)> {
+        if let Some(dir) = opts.log_path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let log = stdio::open_log(&opts.log_path)
+            .with_context(|| format!("opening log {}", opts.log_path.display()))?;
+        let (stdin, terminal, outputs) = match self {
+            Kept::Pipes {
+                stdin,
+                stdout,
+                stderr,
+            } => (
+                stdin.map(File::from),
+                None,
+                vec![
+                    (Stream::Stdout, File::from(stdout)),
+                    (Stream::Stderr, File::from(stderr)),
+                ],
+            ),
+            Kept::Terminal(console) => {
+                let master = console.receive()?;
+                let stdin = match opts.stdin {
+                    true => Some(File::from(master.try_clone()?)),
+                    false => None,
+                };
+                let output = File::from(master.try_clone()?);
+                (stdin, Some(master), vec![(Stream::Stdout, output)])
+            }
+        };
+        let stdio = stdio::Stdio::new(log, opts.log_path.clone(), stdin, opts.stdin_once, terminal);
+        Ok((stdio, outputs))
+    }
 }
 
 /// The error messages runc logged (JSON log lines with `"level":"error"`).
@@ -141,26 +238,16 @@ fn runc_error(log: &Path) -> Option<String> {
 }
 
 fn start_copiers(
-    opts: &Options,
-    out: OwnedFd,
-    err: OwnedFd,
+    stdio: &Arc<stdio::Stdio>,
+    outputs: Vec<(Stream, File)>,
 ) -> anyhow::Result<std::sync::mpsc::Receiver<()>> {
-    if let Some(dir) = opts.log_path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&opts.log_path)
-        .with_context(|| format!("opening log {}", opts.log_path.display()))?;
-    let sink = Arc::new(Sink::new(file));
     let (done_tx, done_rx) = std::sync::mpsc::channel();
-    for (stream, fd) in [(Stream::Stdout, out), (Stream::Stderr, err)] {
-        let (sink, done) = (sink.clone(), done_tx.clone());
+    for (stream, src) in outputs {
+        let (stdio, done) = (stdio.clone(), done_tx.clone());
         std::thread::Builder::new()
-            .stack_size(64 * 1024)
+            .stack_size(attach::THREAD_STACK)
             .spawn(move || {
-                if let Err(err) = sink.copy(stream, std::fs::File::from(fd)) {
+                if let Err(err) = stdio.copy(stream, src) {
                     eprintln!("copying container output: {err}");
                 }
                 let _ = done.send(());
@@ -185,10 +272,10 @@ fn wait_for(init: Pid) -> i32 {
     }
 }
 
-/// Waits for both copiers to see EOF, at most [`DRAIN_DEADLINE`] in total.
-fn drain(copiers: std::sync::mpsc::Receiver<()>) {
+/// Waits for the `outputs` copiers to see EOF, at most [`DRAIN_DEADLINE`] in total.
+fn drain(copiers: std::sync::mpsc::Receiver<()>, outputs: usize) {
     let deadline = std::time::Instant::now() + DRAIN_DEADLINE;
-    for _ in 0..2 {
+    for _ in 0..outputs {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if copiers.recv_timeout(left).is_err() {
             return;

@@ -37,10 +37,17 @@ pub struct Snapshotter {
 impl Snapshotter {
     /// Opens (or creates) the snapshotter at `root` and discards interrupted work.
     pub fn new(root: &Path) -> anyhow::Result<Self> {
-        let active = root.join("active");
-        fs::create_dir_all(&active).with_context(|| format!("create {}", active.display()))?;
+        let snapshotter = Self::attach(root)?;
         atomic::remove_temporaries(root)
             .with_context(|| format!("clean temporaries in {}", root.display()))?;
+        Ok(snapshotter)
+    }
+
+    /// Opens (or creates) the snapshotter at `root` beside its owner (a running runtime):
+    /// work in progress, its own or the owner's, is left alone.
+    pub fn attach(root: &Path) -> anyhow::Result<Self> {
+        let active = root.join("active");
+        fs::create_dir_all(&active).with_context(|| format!("create {}", active.display()))?;
         Ok(Self {
             root: root.to_path_buf(),
             layer_locks: Mutex::new(HashMap::new()),
@@ -183,7 +190,7 @@ impl Snapshotter {
         }
         let mount = Mount {
             lowerdirs,
-            upperdir: dir.join("upper"),
+            upperdir: self.upper_dir(key)?,
             workdir: dir.join("work"),
         };
         let empty_lower = chain_ids.is_empty().then(|| dir.join("lower"));
@@ -205,6 +212,11 @@ impl Snapshotter {
             }
             _ => Ok(()),
         }
+    }
+
+    /// The writable (overlayfs upper) directory of snapshot `key`, whether or not it exists.
+    pub fn upper_dir(&self, key: &str) -> anyhow::Result<PathBuf> {
+        Ok(self.active_dir(key)?.join("upper"))
     }
 
     /// Chain IDs of the layers under any active snapshot (they must not be removed).

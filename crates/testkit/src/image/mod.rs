@@ -1,7 +1,9 @@
 //! OCI images built in memory: [`ImageBuilder`] assembles layers, configs, manifests and
-//! an optional index into an [`Image`] for [`push`](crate::push); [`busybox`] is the
-//! standard test image built with it.
+//! an optional index into an [`Image`] for [`push`](crate::push) or for an OCI layout or
+//! `docker save` archive (air-gapped import); [`busybox`] is the standard test image
+//! built with it.
 
+mod archive;
 mod busybox;
 mod layer;
 
@@ -9,6 +11,7 @@ use anyhow::bail;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+pub use archive::{ArchiveFile, archive_tar, write_files};
 pub use busybox::{ImageOptions, busybox, busybox_with, pause};
 pub use layer::{Compression, Layer, TarEntry, layer_tar};
 

@@ -48,7 +48,8 @@ impl Runtime {
     /// running under their shims are picked up as they are; exits that happened while the
     /// runtime was down are read from the shims' exit files (and reported as STOPPED events
     /// to the first GetContainerEvents subscriber). Starts the exit watcher when called
-    /// inside a tokio runtime.
+    /// inside a tokio runtime. Sandboxes and containers whose creation a crash interrupted
+    /// (directories without records) are released (see `sandbox::orphans`).
     ///
     /// The streaming server's listener is bound here, so the URLs of Exec / Attach /
     /// PortForward are known before it is served.
@@ -91,13 +92,17 @@ impl Runtime {
             config,
             _root_lock: root_lock,
         };
+        let mut known = std::collections::HashSet::new();
         for sandbox in runtime.sandbox_store.load_all::<Sandbox>()? {
+            known.insert(sandbox.id.clone());
             if !sandbox.ready {
                 runtime.events.mark_stopped(&sandbox.id);
             }
             runtime.sandboxes.insert(sandbox.id.clone(), sandbox);
         }
+        let mut known_containers = std::collections::HashSet::new();
         for mut container in runtime.container_store.load_all::<Container>()? {
+            known_containers.insert(container.id.clone());
             let was_running = container.state == crate::container::State::Running;
             if let Err(err) = runtime.refresh(&mut container) {
                 tracing::warn!(id = %container.id, "reading container exit: {err:#}");
@@ -113,8 +118,21 @@ impl Runtime {
             }
             runtime.containers.insert(container.id.clone(), container);
         }
+        let state = &runtime.config.state;
+        runtime.release_orphan_bundles(&sandbox::orphans::find(
+            state,
+            &["containers"],
+            &known_containers,
+        ));
+        let orphans = sandbox::orphans::find(state, &["ns", "sandboxes"], &known);
         let runtime = Arc::new(runtime);
         crate::events::watcher::start(&runtime);
+        if !orphans.is_empty()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let runtime = runtime.clone();
+            handle.spawn(async move { runtime.release_orphans(orphans).await });
+        }
         Ok(runtime)
     }
 

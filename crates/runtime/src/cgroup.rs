@@ -38,6 +38,17 @@ fn oom_kill_count(text: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether the OCI runtime can set hugepage limits here: a v1 `hugetlb` hierarchy, or on a
+/// pure cgroup v2 host a `hugetlb` controller. (On a hybrid host runc manages v1 only, so a
+/// hugetlb controller that exists only in the v2 hierarchy does not count.)
+pub fn hugetlb_available() -> bool {
+    let root = Path::new(CGROUP_ROOT);
+    match std::fs::read_to_string(root.join("cgroup.controllers")) {
+        Ok(controllers) => controllers.split_whitespace().any(|c| c == "hugetlb"),
+        Err(_) => root.join("hugetlb").is_dir(),
+    }
+}
+
 /// Removes the (empty) cgroup directory `relative` from every hierarchy; absent is fine.
 /// Non-empty or busy cgroups are logged and left.
 pub fn remove(relative: &Path) {

@@ -48,7 +48,8 @@ impl Runtime {
     /// running under their shims are picked up as they are; exits that happened while the
     /// runtime was down are read from the shims' exit files (and reported as STOPPED events
     /// to the first GetContainerEvents subscriber). Starts the exit watcher when called
-    /// inside a tokio runtime.
+    /// inside a tokio runtime. Sandboxes and containers whose creation a crash interrupted
+    /// (directories without records) are released (see `sandbox::orphans`).
     ///
     /// The streaming server's listener is bound here, so the URLs of Exec / Attach /
     /// PortForward are known before it is served.
@@ -65,7 +66,7 @@ impl Runtime {
         let root_lock = lock_root(&config.root)?;
         let sandbox_store = Store::open(config.root.join("sandboxes"))?;
         let container_store = Store::open(config.root.join("containers"))?;
-        for dir in ["sandboxes", "containers", "oci"] {
+        for dir in ["sandboxes", "containers", "runc"] {
             let dir = config.state.join(dir);
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         }
@@ -91,13 +92,17 @@ impl Runtime {
             config,
             _root_lock: root_lock,
         };
+        let mut known = std::collections::HashSet::new();
         for sandbox in runtime.sandbox_store.load_all::<Sandbox>()? {
+            known.insert(sandbox.id.clone());
             if !sandbox.ready {
                 runtime.events.mark_stopped(&sandbox.id);
             }
             runtime.sandboxes.insert(sandbox.id.clone(), sandbox);
         }
+        let mut known_containers = std::collections::HashSet::new();
         for mut container in runtime.container_store.load_all::<Container>()? {
+            known_containers.insert(container.id.clone());
             let was_running = container.state == crate::container::State::Running;
             if let Err(err) = runtime.refresh(&mut container) {
                 tracing::warn!(id = %container.id, "reading container exit: {err:#}");
@@ -113,8 +118,21 @@ impl Runtime {
             }
             runtime.containers.insert(container.id.clone(), container);
         }
+        let state = &runtime.config.state;
+        runtime.release_orphan_bundles(&sandbox::orphans::find(
+            state,
+            &["containers"],
+            &known_containers,
+        ));
+        let orphans = sandbox::orphans::find(state, &["ns", "sandboxes"], &known);
         let runtime = Arc::new(runtime);
         crate::events::watcher::start(&runtime);
+        if !orphans.is_empty()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let runtime = runtime.clone();
+            handle.spawn(async move { runtime.release_orphans(orphans).await });
+        }
         Ok(runtime)
     }
 
@@ -137,14 +155,15 @@ impl Runtime {
         self.bundle(id).join("exit.json")
     }
 
-    /// `--root` state directory of the OCI runtime of `handler`: `<state>/oci/<handler>`
-    /// (each OCI runtime keeps its own state format, so they never share a directory).
+    /// `--root` state directory of the OCI runtime of `handler`: `<state>/runc` for the
+    /// default handler (where runc's state always was), `<state>/oci-runtimes/<handler>`
+    /// for the others (each OCI runtime keeps its own state format, so they never share a
+    /// directory).
     pub(crate) fn runc_root(&self, handler: &str) -> PathBuf {
-        let name = match handler {
-            "" => crate::config::DEFAULT_HANDLER,
-            name => name,
-        };
-        self.config.state.join("oci").join(name)
+        match handler {
+            "" | crate::config::DEFAULT_HANDLER => self.config.state.join("runc"),
+            name => self.config.state.join("oci-runtimes").join(name),
+        }
     }
 }
 

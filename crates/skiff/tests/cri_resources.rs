@@ -17,6 +17,7 @@ common::cri_cases! {
     update_created_container,
     update_reflected_in_status,
     oom_kill_reported,
+    hugepage_limits,
 }
 
 const MIB: i64 = 1 << 20;
@@ -187,6 +188,27 @@ async fn oom_kill_reported(rt: &CriRuntime) -> anyhow::Result<()> {
     ensure!(
         status.reason == "OOMKilled" && status.exit_code != 0,
         "{status:?}"
+    );
+    remove_pod(rt, &sandbox_id).await
+}
+
+/// Hugepage limits (the kubelet sends one per page size the node supports) are accepted
+/// and, where the container sees a hugetlb controller, applied.
+async fn hugepage_limits(rt: &CriRuntime) -> anyhow::Result<()> {
+    rt.pull(&rt.busybox()).await?;
+    let sandbox = rt.sandbox_config("huge");
+    let sandbox_id = run_pod(rt, &sandbox).await?;
+    let script = "cat /sys/fs/cgroup/hugetlb.2MB.max /sys/fs/cgroup/hugetlb/hugetlb.2MB.limit_in_bytes \
+                  2>/dev/null; true";
+    let mut config = shell(rt, "huge", script);
+    resources(&mut config).hugepage_limits = vec![HugepageLimit {
+        page_size: "2MB".into(),
+        limit: 4 * MIB as u64,
+    }];
+    let out = output_of(rt, &sandbox_id, &sandbox, config).await?;
+    ensure!(
+        out.trim().is_empty() || out.trim() == (4 * MIB).to_string(),
+        "hugetlb limit: {out}"
     );
     remove_pod(rt, &sandbox_id).await
 }

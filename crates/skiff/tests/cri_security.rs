@@ -27,6 +27,7 @@ common::cri_cases! {
     seccomp_localhost_profile,
     namespaced_sysctls,
     pid_namespace_modes,
+    shared_pid_namespace_survives_runtime_restart,
     host_network_and_ipc,
 }
 
@@ -92,7 +93,7 @@ async fn crun_handler(rt: &CriRuntime) -> anyhow::Result<()> {
     if !cgroup_hybrid_with_v2_controllers() {
         started.context("StartContainer")?;
         ensure!(
-            rt.dir().join("st/oci/crun").join(&id).exists(),
+            rt.dir().join("st/oci-runtimes/crun").join(&id).exists(),
             "no crun state for {id}"
         );
         wait_exit(rt, &id).await?;
@@ -144,9 +145,9 @@ async fn capabilities_add_and_drop(rt: &CriRuntime) -> anyhow::Result<()> {
     remove_pod(rt, &sandbox_id).await
 }
 
-/// The image user `app` resolves through the image's /etc/passwd and /etc/group (primary
-/// group and memberships); run_as_user / run_as_group / supplemental_groups override it;
-/// run_as_username resolves a name.
+/// The image user `app` resolves through the image's /etc/passwd (primary group);
+/// run_as_user / run_as_group / supplemental_groups override it; run_as_group alone is
+/// refused (`Unknown`); run_as_username resolves a name.
 async fn users_and_groups(rt: &CriRuntime) -> anyhow::Result<()> {
     let image = users_image(rt).await?;
     rt.pull(&image).await?;
@@ -191,6 +192,13 @@ async fn users_and_groups(rt: &CriRuntime) -> anyhow::Result<()> {
         "run_as_user 4321 / group 8765 / supplemental 4242: uid {uid} gid {gid} groups {groups:?}"
     );
 
+    let mut group_only = config("group-only");
+    security(&mut group_only).run_as_group = Some(Int64Value { value: 8765 });
+    let err = create(rt, &sandbox_id, &sandbox, group_only)
+        .await
+        .expect_err("run_as_group without a user accepted");
+    ensure!(err.code() == Code::Unknown, "{err:?}");
+
     let mut named = config("named");
     security(&mut named).run_as_username = "root".into();
     let out = output_of(rt, &sandbox_id, &sandbox, named).await?;
@@ -232,12 +240,13 @@ fn privileged_sandbox(rt: &CriRuntime, name: &str) -> PodSandboxConfig {
     sandbox
 }
 
-/// What a container sees of its privileges: CapEff, the /sys mount's mode, whether
-/// `/proc/timer_list` is masked and `/proc/sys` read-only, whether a host device exists.
+/// What a container sees of its privileges: CapEff, the /sys mount's mode, how much of
+/// `/proc/timer_list` it reads (nothing when masked), whether `/proc/sys` is writable,
+/// whether a host device exists.
 const PRIVILEGE_REPORT: &str = "grep CapEff /proc/self/status; \
      grep ' /sys ' /proc/mounts | cut -d' ' -f4 | cut -d, -f1 | sed 's/^/sys=/'; \
-     echo masked=$(grep -c ' /proc/timer_list ' /proc/mounts); \
-     echo readonly=$(grep -c ' /proc/sys ' /proc/mounts); \
+     echo timer_list_bytes=$(cat /proc/timer_list 2>/dev/null | wc -c); \
+     echo 0 > /proc/sys/kernel/shm_rmid_forced 2>/dev/null && echo procsys-writable; \
      test -c DEVICE && echo device-present; true";
 
 /// A privileged container has every capability the runtime has, no masked or read-only
@@ -280,21 +289,31 @@ async fn privileged(rt: &CriRuntime) -> anyhow::Result<()> {
             "{name}: CapEff {eff:x}, the runtime's bounding set is {host_bounding:x}"
         );
         let sys = if host_network { "sys=rw" } else { "sys=ro" };
-        for expected in [sys, "masked=0", "readonly=0", "device-present"] {
+        for expected in [sys, "procsys-writable", "device-present"] {
             ensure!(out.contains(expected), "{name}: no {expected:?} in\n{out}");
         }
+        ensure!(
+            !out.contains("timer_list_bytes=0"),
+            "{name}: masked:\n{out}"
+        );
 
-        let out = output_of(rt, &sandbox_id, &sandbox, shell(rt, "plain", &script)).await?;
+        // The kubelet sends the masked and read-only paths of unprivileged containers.
+        let mut plain = shell(rt, "plain", &script);
+        let sc = security(&mut plain);
+        sc.masked_paths = vec!["/proc/timer_list".into(), "/proc/kcore".into()];
+        sc.readonly_paths = vec!["/proc/sys".into()];
+        let out = output_of(rt, &sandbox_id, &sandbox, plain).await?;
         ensure!(
             hex_mask(status_field(&out, "CapEff"))? == DEFAULT_CAP_EFF,
             "{name}: unprivileged container:\n{out}"
         );
-        for expected in ["sys=ro"] {
-            ensure!(out.contains(expected), "{name}: no {expected:?} in\n{out}");
-        }
         ensure!(
-            !out.contains("device-present"),
-            "{name}: host device in\n{out}"
+            out.contains("sys=ro") && out.contains("timer_list_bytes=0"),
+            "{name}: unprivileged /sys or /proc/timer_list:\n{out}"
+        );
+        ensure!(
+            !out.contains("device-present") && !out.contains("procsys-writable"),
+            "{name}: unprivileged container sees host paths:\n{out}"
         );
     }
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -544,6 +563,31 @@ async fn pid_namespace_modes(rt: &CriRuntime) -> anyhow::Result<()> {
 
     let _ = sleeper_id;
     remove_pods(rt, &[&shared_id, &private_id, &node_id]).await
+}
+
+/// The pod's shared PID namespace outlives a SIGKILLed runtime: after the restart a new
+/// container still joins it and sees the old one; removing the pod leaves no process.
+async fn shared_pid_namespace_survives_runtime_restart(rt: &CriRuntime) -> anyhow::Result<()> {
+    rt.pull(&rt.busybox()).await?;
+    let pod = NamespaceOption {
+        pid: NamespaceMode::Pod as i32,
+        ..Default::default()
+    };
+    let sandbox = sandbox_with_namespaces(rt, "durable", pod.clone());
+    let sandbox_id = run_pod(rt, &sandbox).await?;
+    let mut sleeper = shell(rt, "sleeper", "exec sleep 3603");
+    with_namespaces(&mut sleeper, pod.clone());
+    create_start(rt, &sandbox_id, &sandbox, sleeper).await?;
+    rt.kill9().await?;
+    rt.restart().await?;
+    let mut looker = shell(rt, "looker", "ps");
+    with_namespaces(&mut looker, pod);
+    let out = output_of(rt, &sandbox_id, &sandbox, looker).await?;
+    ensure!(
+        out.contains("sleep 3603"),
+        "no sleeper after the restart:\n{out}"
+    );
+    remove_pod(rt, &sandbox_id).await
 }
 
 /// A pod on the node's network and IPC namespaces: the node's hostname and hosts file,

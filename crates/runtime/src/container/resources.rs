@@ -14,8 +14,11 @@ use crate::error::Result;
 /// an update onto a container's current resources keeps what the update does not name.
 /// Units: CPU shares (relative weight), quota and period in µs, memory and swap in bytes
 /// (swap is memory + swap, as the OCI spec and cgroup v1 `memsw`), hugepage limits in
-/// bytes per page size (`2MB`, `1GB`).
-pub fn apply(res: &LinuxContainerResources, out: &mut LinuxResources) -> Result<()> {
+/// bytes per page size (`2MB`, `1GB`). Hugepage limits are dropped when `hugetlb` is false
+/// (no hugetlb controller the OCI runtime can use): the kubelet sends
+/// them for every page size, and containerd's default `tolerate_missing_hugetlb_controller`
+/// ignores them likewise.
+pub fn apply(res: &LinuxContainerResources, out: &mut LinuxResources, hugetlb: bool) -> Result<()> {
     let mut cpu = out.cpu().clone().unwrap_or_default();
     if res.cpu_shares > 0 {
         cpu.set_shares(Some(res.cpu_shares as u64));
@@ -47,7 +50,7 @@ pub fn apply(res: &LinuxContainerResources, out: &mut LinuxResources) -> Result<
         out.set_memory(Some(memory));
     }
 
-    if !res.hugepage_limits.is_empty() {
+    if hugetlb && !res.hugepage_limits.is_empty() {
         let mut limits = out.hugepage_limits().clone().unwrap_or_default();
         for h in &res.hugepage_limits {
             limits.retain(|l| l.page_size() != &h.page_size);
@@ -131,7 +134,7 @@ mod tests {
             ..Default::default()
         };
         let mut out = LinuxResources::default();
-        apply(&res, &mut out).unwrap();
+        apply(&res, &mut out, true).unwrap();
         let json = serde_json::to_value(&out).unwrap();
         assert_eq!(json["cpu"]["shares"], 512);
         assert_eq!(json["cpu"]["quota"], 50_000);
@@ -146,7 +149,7 @@ mod tests {
             memory_limit_in_bytes: 32 << 20,
             ..Default::default()
         };
-        apply(&update, &mut out).unwrap();
+        apply(&update, &mut out, true).unwrap();
         let json = serde_json::to_value(&out).unwrap();
         assert_eq!(json["cpu"]["shares"], 512);
         assert_eq!(json["memory"]["limit"], 32 << 20);
@@ -159,7 +162,16 @@ mod tests {
     #[test]
     fn nothing_requested_sets_nothing() {
         let mut out = LinuxResources::default();
-        apply(&LinuxContainerResources::default(), &mut out).unwrap();
+        apply(&LinuxContainerResources::default(), &mut out, true).unwrap();
+        assert_eq!(out, LinuxResources::default());
+        let huge = LinuxContainerResources {
+            hugepage_limits: vec![HugepageLimit {
+                page_size: "2MB".into(),
+                limit: 0,
+            }],
+            ..Default::default()
+        };
+        apply(&huge, &mut out, false).unwrap();
         assert_eq!(out, LinuxResources::default());
     }
 }

@@ -236,7 +236,8 @@ pub fn devices(cri: &[Device]) -> Result<(Vec<LinuxDevice>, Vec<LinuxDeviceCgrou
 }
 
 /// Every device node under the host's `/dev` (privileged containers get them all), except
-/// those in [`SKIPPED_DEV_DIRS`] and `/dev/console`.
+/// those in the directories containerd skips too (`pts`, `shm`, `fd`, `mqueue`, ...) and
+/// `/dev/console`.
 pub fn host_devices() -> Result<Vec<LinuxDevice>> {
     let mut out = Vec::new();
     collect_devices(Path::new("/dev"), &mut out)?;

@@ -79,7 +79,7 @@ pub struct Inputs<'a> {
     /// Capabilities the runtime itself holds (what `ALL` and privileged grant), see
     /// [`security::current_capabilities`].
     pub available_capabilities: &'a HashSet<Capability>,
-    /// Lowest oom_score_adj allowed, see [`crate::oom::floor`].
+    /// Lowest oom_score_adj allowed (the runtime's own score without `CAP_SYS_RESOURCE`).
     pub oom_floor: Option<i32>,
 }
 
@@ -198,7 +198,11 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Spec> {
     let mut linux_resources = LinuxResources::default();
     linux_resources.set_devices(Some(device_cgroup));
     if let Some(res) = linux_config.resources.as_ref() {
-        resources::apply(res, &mut linux_resources)?;
+        resources::apply(
+            res,
+            &mut linux_resources,
+            crate::cgroup::hugetlb_available(),
+        )?;
     }
     let mut linux = LinuxBuilder::default()
         .namespaces(namespaces(
@@ -297,8 +301,9 @@ pub fn process_args(
     Ok(args)
 }
 
-/// `HOSTNAME` (and [`TERM`] with a tty), then the image's environment, then the CRI envs;
-/// a later entry replaces an earlier one with the same name. PATH defaults to [`DEFAULT_PATH`].
+/// `HOSTNAME` (and `TERM` with a tty), then the image's environment, then the CRI envs;
+/// a later entry replaces an earlier one with the same name. PATH defaults to the usual
+/// system directories.
 pub fn environment(hostname: &str, image_env: &[String], config: &ContainerConfig) -> Vec<String> {
     let mut env: Vec<String> = vec![DEFAULT_PATH.to_string(), format!("HOSTNAME={hostname}")];
     if config.tty {

@@ -27,7 +27,7 @@ impl Runtime {
         let merged = resources::merge(&linux.resources.clone().unwrap_or_default(), &update);
         if container.state == State::Running {
             let mut oci = LinuxResources::default();
-            resources::apply(&merged, &mut oci)?;
+            resources::apply(&merged, &mut oci, crate::cgroup::hugetlb_available())?;
             self.runc(&container.runtime_handler)
                 .update(&container.id, &oci)
                 .await?;
@@ -51,7 +51,7 @@ impl Runtime {
             .map_err(|err| anyhow::anyhow!("reading {}: {err}", path.display()))?;
         let mut linux = spec.linux().clone().unwrap_or_default();
         let mut current = linux.resources().clone().unwrap_or_default();
-        resources::apply(update, &mut current)?;
+        resources::apply(update, &mut current, crate::cgroup::hugetlb_available())?;
         linux.set_resources(Some(current));
         spec.set_linux(Some(linux));
         let json = serde_json::to_vec_pretty(&spec)

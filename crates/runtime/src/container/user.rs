@@ -35,7 +35,9 @@ struct GroupEntry {
 /// Resolves the user for `image_user` (`""`, `uid`, `name`, `uid:gid`, `name:group`) and
 /// the CRI security context (`run_as_user`, `run_as_username`, `run_as_group`,
 /// `supplemental_groups` take precedence) against the files of `rootfs`.
-/// Errors with `InvalidArgument` when a name is not found.
+/// Errors with `InvalidArgument` when a name is not found, and with `Unknown` (containerd's
+/// "user group is specified without user") when `run_as_group` comes without
+/// `run_as_user` or `run_as_username`.
 pub fn resolve(
     rootfs: &Path,
     image_user: &str,
@@ -59,6 +61,15 @@ pub fn resolve(
     let sc_name = sc
         .map(|sc| sc.run_as_username.as_str())
         .filter(|n| !n.is_empty());
+    if let Some(group) = sc.and_then(|sc| sc.run_as_group.as_ref())
+        && sc_uid.is_none()
+        && sc_name.is_none()
+    {
+        return Err(Error::Unknown(format!(
+            "user group \"{}\" is specified without user",
+            group.value
+        )));
+    }
     let (uid, mut gid, name) = if let Some(uid) = sc_uid {
         let uid = to_id(uid)?;
         let entry = by_uid(uid);
@@ -262,5 +273,13 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(resolve(dir.path(), "", Some(&sc)).unwrap().uid, 33);
+        let group_only = LinuxContainerSecurityContext {
+            run_as_group: Some(Int64Value { value: 7 }),
+            ..Default::default()
+        };
+        assert!(matches!(
+            resolve(dir.path(), "www", Some(&group_only)),
+            Err(Error::Unknown(_))
+        ));
     }
 }

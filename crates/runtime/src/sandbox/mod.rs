@@ -4,6 +4,7 @@
 
 pub mod files;
 pub mod ns;
+pub(crate) mod orphans;
 pub mod pid;
 mod port_forward;
 mod remove;

@@ -613,7 +613,7 @@ async fn work_cut_short_by_a_crash_is_recovered_on_restart() {
         .into_iter()
         .map(|s| s.id)
         .collect();
-    assert_eq!(listed, [kept_id.clone()]);
+    assert_eq!(listed, [kept_id.as_str()]);
     let status = container_status(&runtime, &started).await;
     assert_eq!(status.state, ContainerState::ContainerRunning as i32);
     assert!(status.started_at > 0, "{status:?}");

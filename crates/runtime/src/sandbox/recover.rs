@@ -36,7 +36,8 @@ impl Runtime {
         });
     }
 
-    /// Removes the namespace pins (`<state>/ns/<id>`) and files, shm included
+    /// Kills the PID namespace holders and removes the namespace pins (`<state>/ns/<id>`)
+    /// and files, shm included
     /// (`<state>/sandboxes/<id>`), of sandboxes without a record (`known` holds the IDs of
     /// every record). Failures are logged.
     pub(crate) fn sweep_orphaned_sandbox_dirs(&self, known: &HashSet<String>) {
@@ -44,7 +45,7 @@ impl Runtime {
         for (parent, release) in [
             (
                 state.join("ns"),
-                ns::unpin as fn(&Path) -> anyhow::Result<()>,
+                release_ns as fn(&Path) -> anyhow::Result<()>,
             ),
             (state.join("sandboxes"), release_files),
         ] {
@@ -56,6 +57,12 @@ impl Runtime {
             }
         }
     }
+}
+
+/// Kills the sandbox's recorded PID namespace holder and unpins its namespaces.
+fn release_ns(ns_dir: &Path) -> anyhow::Result<()> {
+    super::pid::kill_recorded_holder(ns_dir);
+    ns::unpin(ns_dir)
 }
 
 /// Unmounts the sandbox's shm and removes its files directory.

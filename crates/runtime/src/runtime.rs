@@ -1,6 +1,7 @@
 //! The runtime object: configuration, stores and the registries of live sandboxes and
 //! containers, recovered from disk on start.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,11 +46,14 @@ pub struct Runtime {
 impl Runtime {
     /// Opens the runtime: creates its directories, writes the default CNI conflist if none
     /// exists, and reloads every persisted sandbox and container. Containers that kept
-    /// running under their shims are picked up as they are; exits that happened while the
-    /// runtime was down are read from the shims' exit files (and reported as STOPPED events
-    /// to the first GetContainerEvents subscriber). Starts the exit watcher when called
-    /// inside a tokio runtime. Sandboxes and containers whose creation a crash interrupted
-    /// (directories without records) are released (see `sandbox::orphans`).
+    /// running under their shims are picked up as they are, also those whose start the
+    /// previous runtime did not live to record ([`Runtime::adopt_start`]); exits that
+    /// happened while the runtime was down are read from the shims' exit files (and
+    /// reported as STOPPED events to the first GetContainerEvents subscriber). What RPCs
+    /// cut short by a crash left is undone: sandboxes whose RunPodSandbox never finished
+    /// are torn down in the background, and sandbox directories and container bundles
+    /// without a record are removed. Starts the exit watcher when called
+    /// inside a tokio runtime.
     ///
     /// The streaming server's listener is bound here, so the URLs of Exec / Attach /
     /// PortForward are known before it is served.
@@ -92,17 +96,26 @@ impl Runtime {
             config,
             _root_lock: root_lock,
         };
-        let mut known = std::collections::HashSet::new();
+        let mut known_sandboxes = HashSet::new();
+        let mut half_created = Vec::new();
         for sandbox in runtime.sandbox_store.load_all::<Sandbox>()? {
-            known.insert(sandbox.id.clone());
+            known_sandboxes.insert(sandbox.id.clone());
+            if sandbox.creating {
+                half_created.push(sandbox);
+                continue;
+            }
             if !sandbox.ready {
                 runtime.events.mark_stopped(&sandbox.id);
             }
             runtime.sandboxes.insert(sandbox.id.clone(), sandbox);
         }
-        let mut known_containers = std::collections::HashSet::new();
+        runtime.sweep_orphaned_sandbox_dirs(&known_sandboxes);
+        let mut known_containers = HashSet::new();
         for mut container in runtime.container_store.load_all::<Container>()? {
             known_containers.insert(container.id.clone());
+            if let Err(err) = runtime.adopt_start(&mut container) {
+                tracing::warn!(id = %container.id, "reading the shim's start record: {err:#}");
+            }
             let was_running = container.state == crate::container::State::Running;
             if let Err(err) = runtime.refresh(&mut container) {
                 tracing::warn!(id = %container.id, "reading container exit: {err:#}");
@@ -118,21 +131,10 @@ impl Runtime {
             }
             runtime.containers.insert(container.id.clone(), container);
         }
-        let state = &runtime.config.state;
-        runtime.release_orphan_bundles(&sandbox::orphans::find(
-            state,
-            &["containers"],
-            &known_containers,
-        ));
-        let orphans = sandbox::orphans::find(state, &["ns", "sandboxes"], &known);
+        runtime.sweep_orphaned_bundles(&known_containers);
         let runtime = Arc::new(runtime);
+        runtime.clean_up_half_created(half_created);
         crate::events::watcher::start(&runtime);
-        if !orphans.is_empty()
-            && let Ok(handle) = tokio::runtime::Handle::try_current()
-        {
-            let runtime = runtime.clone();
-            handle.spawn(async move { runtime.release_orphans(orphans).await });
-        }
         Ok(runtime)
     }
 

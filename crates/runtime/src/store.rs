@@ -91,6 +91,22 @@ pub fn remove_dir_if_exists(path: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// The subdirectories of `parent` whose name is not in `known`.
+pub fn unknown_dirs(
+    parent: &Path,
+    known: &std::collections::HashSet<String>,
+) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|entry| !known.contains(entry.file_name().to_string_lossy().as_ref()))
+        .map(|entry| entry.path())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +123,17 @@ mod tests {
         store.delete("a").unwrap();
         store.delete("a").unwrap();
         assert!(!dir.path().join("things/a.json").exists());
+    }
+
+    #[test]
+    fn unknown_dirs_are_directories_without_a_record() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a", "b"] {
+            std::fs::create_dir(dir.path().join(name)).unwrap();
+        }
+        std::fs::write(dir.path().join("c"), b"").unwrap();
+        let known = std::collections::HashSet::from(["a".to_string()]);
+        assert_eq!(unknown_dirs(dir.path(), &known), vec![dir.path().join("b")]);
+        assert!(unknown_dirs(&dir.path().join("missing"), &known).is_empty());
     }
 }

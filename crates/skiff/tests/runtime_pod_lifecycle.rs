@@ -1,7 +1,8 @@
 //! What is specific to Skiff's embedded runtime (the in-process `Runtime`, its shims and its
 //! state files), as root with real runc, CNI plugins and a local registry: containers whose
 //! shim died are reported truthfully and survive a runtime restart, and a failed network
-//! setup leaves nothing behind while a second runtime on the same root is refused. The CRI
+//! setup leaves nothing behind while a second runtime on the same root is refused; work cut
+//! short by a runtime crash is recovered by the next runtime. The CRI
 //! behaviour both runtimes share (pod lifecycle, exec, logs, idempotence, NotFound,
 //! networking) is in the CRI suite, `cri_lifecycle.rs`.
 
@@ -507,4 +508,173 @@ async fn assert_no_sandboxes(runtime: &Runtime) {
         .into_inner()
         .items;
     assert!(listed.is_empty(), "{listed:?}");
+}
+
+/// Rewrites the JSON record at `path` with `edit`.
+fn edit_record(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    edit(&mut record);
+    std::fs::write(path, serde_json::to_vec(&record).unwrap()).unwrap();
+}
+
+/// RPCs cut short by a runtime crash, as the records of a killed runtime show them, are
+/// recovered by the next runtime: a RunPodSandbox that never finished is torn down
+/// (namespace pins, shm, IP) and never listed; a StartContainer whose shim started the
+/// container is adopted (RUNNING, one shim, a second start refused with
+/// FailedPrecondition); a CreateContainer without a record leaves no bundle or rootfs
+/// mount; sandbox directories without a record are removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_cut_short_by_a_crash_is_recovered_on_restart() {
+    if !is_root() {
+        eprintln!("skipping: needs root");
+        return;
+    }
+    let fixture = Fixture::new(0).await;
+    let dir = fixture.dir().to_path_buf();
+    let runtime = fixture.runtime();
+    let pod = |name: &str| PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        hostname: name.into(),
+        log_directory: dir.join("logs").join(name).to_string_lossy().into_owned(),
+        ..Default::default()
+    };
+    let (half, kept) = (pod("half"), pod("kept"));
+    let half_id = run_sandbox(&runtime, &half).await;
+    let kept_id = run_sandbox(&runtime, &kept).await;
+    let container = |name: &str| ContainerConfig {
+        metadata: Some(ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+        }),
+        image: Some(ImageSpec {
+            image: fixture.reference.clone(),
+            ..Default::default()
+        }),
+        command: vec!["sleep".into(), "1000".into()],
+        log_path: format!("{name}/0.log"),
+        ..Default::default()
+    };
+    let started = create_and_start(&runtime, &kept_id, &kept, container("started")).await;
+    let cut = runtime
+        .create_container(Request::new(CreateContainerRequest {
+            pod_sandbox_id: kept_id.clone(),
+            config: Some(container("cut")),
+            sandbox_config: Some(kept.clone()),
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .container_id;
+    assert_eq!(fixture.net.allocations().len(), 2);
+    drop(runtime);
+
+    // The records as the crashes would have left them.
+    let records = dir.join("root");
+    edit_record(
+        &records.join("sandboxes").join(format!("{half_id}.json")),
+        |r| {
+            r["creating"] = true.into();
+            r["ready"] = false.into();
+        },
+    );
+    edit_record(
+        &records.join("containers").join(format!("{started}.json")),
+        |r| {
+            r["state"] = "created".into();
+            r["init"] = serde_json::Value::Null;
+            r["shim"] = serde_json::Value::Null;
+            r["started_at"] = 0.into();
+        },
+    );
+    std::fs::remove_file(records.join("containers").join(format!("{cut}.json"))).unwrap();
+    let orphan_files = dir.join("state/sandboxes/orphan");
+    std::fs::create_dir_all(orphan_files.join("shm")).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "shm"])
+        .arg(orphan_files.join("shm"))
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    std::fs::create_dir_all(dir.join("state/ns/orphan")).unwrap();
+
+    let runtime = fixture.runtime();
+    let listed: Vec<String> = runtime
+        .list_pod_sandbox(Request::new(ListPodSandboxRequest::default()))
+        .await
+        .unwrap()
+        .into_inner()
+        .items
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, [kept_id.as_str()]);
+    let status = container_status(&runtime, &started).await;
+    assert_eq!(status.state, ContainerState::ContainerRunning as i32);
+    assert!(status.started_at > 0, "{status:?}");
+    let err = runtime
+        .start_container(Request::new(StartContainerRequest {
+            container_id: started.clone(),
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), skiff_runtime::tonic::Code::FailedPrecondition);
+    shim_pid(&started);
+    let listed = runtime
+        .list_containers(Request::new(ListContainersRequest::default()))
+        .await
+        .unwrap()
+        .into_inner()
+        .containers;
+    assert_eq!(
+        listed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        [started.as_str()]
+    );
+    assert!(!dir.join("state/containers").join(&cut).exists(), "bundle");
+    assert!(!orphan_files.exists() && !dir.join("state/ns/orphan").exists());
+
+    // The half-created sandbox is torn down in the background.
+    let half_gone = || {
+        fixture.net.allocations().len() == 1
+            && !mounts_under(&dir).iter().any(|m| m.contains(&half_id))
+            && !dir.join("state/sandboxes").join(&half_id).exists()
+            && !records
+                .join("sandboxes")
+                .join(format!("{half_id}.json"))
+                .exists()
+    };
+    for _ in 0..100 {
+        if half_gone() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        half_gone(),
+        "half-created sandbox left: {:?}",
+        mounts_under(&dir)
+    );
+
+    runtime
+        .remove_pod_sandbox(Request::new(RemovePodSandboxRequest {
+            pod_sandbox_id: kept_id.clone(),
+        }))
+        .await
+        .unwrap();
+    let ns_root = dir.join("state/ns").to_string_lossy().into_owned();
+    let leftover: Vec<String> = mounts_under(&dir)
+        .into_iter()
+        .filter(|m| *m != ns_root)
+        .collect();
+    if mounts_under(&dir).contains(&ns_root) {
+        let _ = std::process::Command::new("umount").arg(&ns_root).status();
+    }
+    assert_eq!(leftover, Vec::<String>::new(), "mounts under the test dir");
+    assert_eq!(processes_mentioning(&started), Vec::<String>::new());
+    assert_eq!(fixture.net.allocations(), Vec::<String>::new());
 }

@@ -184,6 +184,23 @@ impl Runtime {
         )
     }
 
+    /// Releases the bundles (`<state>/containers/<id>`: rootfs mount, snapshot, directory)
+    /// of containers without a record (`known` holds the IDs of every record): what a
+    /// CreateContainer cut short by a runtime crash left, since the record is saved last.
+    /// Called when the runtime starts; failures are logged.
+    pub(crate) fn sweep_orphaned_bundles(&self, known: &std::collections::HashSet<String>) {
+        let parent = self.config.state.join("containers");
+        for bundle in crate::store::unknown_dirs(&parent, known) {
+            let Some(id) = bundle.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            tracing::info!(%id, "removing the bundle of a container whose creation was cut short");
+            if let Err(err) = self.release_bundle(id) {
+                tracing::warn!(%id, "removing an orphaned bundle: {err:#}");
+            }
+        }
+    }
+
     /// Unmounts the rootfs, removes the snapshot and the bundle directory (absent is OK).
     pub(crate) fn release_bundle(&self, id: &str) -> Result<()> {
         let bundle = self.bundle(id);

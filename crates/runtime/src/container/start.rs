@@ -1,6 +1,6 @@
 //! StartContainer: hand the bundle to a new shim.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use k8s_cri::v1::{StartContainerRequest, StartContainerResponse};
@@ -8,15 +8,21 @@ use k8s_cri::v1::{StartContainerRequest, StartContainerResponse};
 use super::{Container, START_ERROR_EXIT_CODE, State};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use crate::shim::{Options, Started};
+use crate::shim::{Options, Started, record};
 
 /// How long the shim may take to report that the container started.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How often the shim of a start cut short by a runtime crash is checked on.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 impl Runtime {
     /// Starts a CREATED container by spawning `<shim_binary> shim ...`, which runs
     /// `runc run --detach` and reports back. On failure the container becomes EXITED with
     /// reason `StartError` (exit code 128, as containerd) and the runc error is returned.
+    /// A container that already started, also by a StartContainer cut short by a runtime
+    /// crash (see [`Runtime::settle_previous_start`]), fails with `FailedPrecondition`
+    /// ("already running"), as containerd refuses to start a container twice.
     pub(crate) async fn start_container(
         &self,
         req: StartContainerRequest,
@@ -26,11 +32,21 @@ impl Runtime {
             .require(&req.container_id)?
             .lock_owned()
             .await;
-        if container.state != State::Created {
-            return Err(Error::FailedPrecondition(format!(
-                "container {} is not in CREATED state",
-                container.id
-            )));
+        self.settle_previous_start(&mut container).await?;
+        match container.state {
+            State::Created => {}
+            State::Running => {
+                return Err(Error::FailedPrecondition(format!(
+                    "container {} is already running",
+                    container.id
+                )));
+            }
+            State::Exited => {
+                return Err(Error::FailedPrecondition(format!(
+                    "container {} is not in CREATED state",
+                    container.id
+                )));
+            }
         }
         match self.spawn_shim(&container).await {
             Ok(started) => {
@@ -53,6 +69,59 @@ impl Runtime {
                 ))
             }
         }
+    }
+
+    /// Settles a CREATED container whose start was cut short by a runtime crash, as found
+    /// from the shim's records in the bundle ([`record`]): waits (up to the start timeout)
+    /// while that shim still runs without having started the container, then adopts the
+    /// container when it started ([`Runtime::adopt_start`]; it may have exited since),
+    /// else `runc delete --force`s what the dead shim's `runc run` may have left, so that
+    /// the container can be run again.
+    async fn settle_previous_start(&self, container: &mut Container) -> Result<()> {
+        if container.state != State::Created {
+            return Ok(());
+        }
+        let bundle = self.bundle(&container.id);
+        let Some(shim) = record::read_shim(&bundle)? else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+        while shim.is_alive() && record::read_started(&bundle)?.is_none() {
+            if Instant::now() >= deadline {
+                return Err(Error::Unknown(format!(
+                    "container {} is still being started by shim {}",
+                    container.id, shim.pid
+                )));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        if self.adopt_start(container)? {
+            self.refresh(container)?;
+            return Ok(());
+        }
+        self.runc(&container.runtime_handler)
+            .delete(&container.id)
+            .await?;
+        Ok(())
+    }
+
+    /// Marks a CREATED container RUNNING (persisted) when its shim recorded that it started
+    /// it ([`record::STARTED_FILE`]): the start whose report the runtime did not live to
+    /// read. Returns whether it did.
+    pub(crate) fn adopt_start(&self, container: &mut Container) -> anyhow::Result<bool> {
+        if container.state != State::Created {
+            return Ok(false);
+        }
+        let Some(start) = record::read_started(&self.bundle(&container.id))? else {
+            return Ok(false);
+        };
+        container.state = State::Running;
+        container.init = Some(start.started.init);
+        container.shim = Some(start.started.shim);
+        container.started_at = start.started_at;
+        self.container_store.save(&container.id, &*container)?;
+        tracing::info!(id = %container.id, "adopted a container started by a previous runtime");
+        Ok(true)
     }
 
     /// Shim options of a container.

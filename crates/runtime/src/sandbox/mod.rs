@@ -4,9 +4,9 @@
 
 pub mod files;
 pub mod ns;
-pub(crate) mod orphans;
 pub mod pid;
 mod port_forward;
+mod recover;
 mod remove;
 mod run;
 pub mod shm;
@@ -28,8 +28,14 @@ pub struct Sandbox {
     pub config: PodSandboxConfig,
     /// CRI `runtime_handler` (RuntimeClass handler), reported back as given.
     pub runtime_handler: String,
-    /// Ready until StopPodSandbox.
+    /// Ready from the end of RunPodSandbox until StopPodSandbox.
     pub ready: bool,
+    /// Set while RunPodSandbox sets the sandbox up: the record is saved before the first
+    /// side effect and after each step (as containerd saves a sandbox in its `Unknown`
+    /// state first), so a runtime killed midway finds what it must undo
+    /// (cleaned up when the runtime starts again).
+    #[serde(default)]
+    pub creating: bool,
     /// Creation time, ns since the epoch.
     pub created_at: i64,
     /// Namespaces pinned under `<state>/ns/<id>/` (those not shared with the node).
@@ -50,7 +56,7 @@ pub struct Sandbox {
 impl Sandbox {
     /// The CRI state.
     pub fn state(&self) -> PodSandboxState {
-        if self.ready {
+        if self.ready && !self.creating {
             PodSandboxState::SandboxReady
         } else {
             PodSandboxState::SandboxNotready

@@ -4,7 +4,9 @@
 //! namespaces, unshares a PID namespace and forks its PID 1, which only reaps the orphans
 //! that get reparented to it (SIGCHLD ignored, so the kernel reaps them) and sleeps.
 //! Containers join `/proc/<holder>/ns/pid`. The holder is recorded (PID + start time) in
-//! the persisted sandbox, so a restarted runtime finds it, and SIGKILLed by
+//! the persisted sandbox, so a restarted runtime finds it, and also, before its PID is
+//! reported, in the sandbox's namespace directory ([`RECORD_FILE`]), so that a runtime
+//! killed before it saved the sandbox still finds it when it cleans up; SIGKILLed by
 //! StopPodSandbox and RemovePodSandbox: the kernel then kills everything left in the
 //! namespace. Sandboxes that do not share their PID namespace have no process at all.
 
@@ -23,6 +25,10 @@ use crate::runtime::Runtime;
 /// The subcommand the runtime runs as `<shim_binary> pod-init --ns PATH...`.
 pub const SUBCOMMAND: &str = "pod-init";
 
+/// `<state>/ns/<id>/pid-holder.json`: the holder's [`ProcessId`], written by
+/// `skiff pod-init --record PATH` before it reports the PID.
+pub const RECORD_FILE: &str = "pid-holder.json";
+
 /// How long the holder may take to report its PID, and to die after SIGKILL.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -31,8 +37,9 @@ pub fn namespace_path(holder: &ProcessId) -> PathBuf {
     PathBuf::from(format!("/proc/{}/ns/pid", holder.pid))
 }
 
-/// Entry point of `skiff pod-init --ns PATH [--ns PATH...]`: joins each namespace pin,
-/// forks the PID namespace's init, prints its host PID and exits. Must run before any
+/// Entry point of `skiff pod-init --record FILE [--ns PATH...]`: joins each namespace pin,
+/// forks the PID namespace's init, records it in FILE ([`RECORD_FILE`]), prints its host
+/// PID and exits. Must run before any
 /// other thread exists (`setns` of some namespaces and `fork` need a single thread).
 /// Returns the process exit code.
 pub fn main(args: Vec<String>) -> i32 {
@@ -50,18 +57,28 @@ pub fn main(args: Vec<String>) -> i32 {
 
 fn spawn_holder(args: &[String]) -> anyhow::Result<i32> {
     let mut args = args.iter();
+    let mut record = None;
     while let Some(flag) = args.next() {
-        let (Some(path), "--ns") = (args.next(), flag.as_str()) else {
-            bail!("usage: skiff {SUBCOMMAND} [--ns PATH]...");
-        };
-        let file = std::fs::File::open(path).with_context(|| format!("opening {path}"))?;
-        nix::sched::setns(file, CloneFlags::empty()).with_context(|| format!("joining {path}"))?;
+        match (flag.as_str(), args.next()) {
+            ("--record", Some(path)) => record = Some(PathBuf::from(path)),
+            ("--ns", Some(path)) => {
+                let file = std::fs::File::open(path).with_context(|| format!("opening {path}"))?;
+                nix::sched::setns(file, CloneFlags::empty())
+                    .with_context(|| format!("joining {path}"))?;
+            }
+            _ => bail!("usage: skiff {SUBCOMMAND} --record FILE [--ns PATH]..."),
+        }
     }
+    let record = record.with_context(|| format!("usage: skiff {SUBCOMMAND} --record FILE"))?;
     nix::sched::unshare(CloneFlags::CLONE_NEWPID).context("unshare(CLONE_NEWPID)")?;
     // SAFETY: single-threaded (see `main`); the child only makes async-signal-safe calls
     // before it parks forever.
     match unsafe { nix::unistd::fork() }.context("fork")? {
-        nix::unistd::ForkResult::Parent { child } => Ok(child.as_raw()),
+        nix::unistd::ForkResult::Parent { child } => {
+            let holder = ProcessId::of(child.as_raw()).context("the holder exited at once")?;
+            crate::store::write_atomic(&record, &serde_json::to_vec(&holder)?)?;
+            Ok(child.as_raw())
+        }
         nix::unistd::ForkResult::Child => hold(),
     }
 }
@@ -86,12 +103,27 @@ fn hold() -> ! {
     }
 }
 
+/// The holder recorded in the namespace directory `ns_dir`, if any.
+pub fn recorded_holder(ns_dir: &std::path::Path) -> Option<ProcessId> {
+    let data = std::fs::read(ns_dir.join(RECORD_FILE)).ok()?;
+    serde_json::from_slice(&data).ok()
+}
+
+/// SIGKILLs the holder recorded in `ns_dir` if it still runs (without waiting).
+pub fn kill_recorded_holder(ns_dir: &std::path::Path) {
+    if let Some(holder) = recorded_holder(ns_dir).filter(ProcessId::is_alive) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(holder.pid), Signal::SIGKILL);
+    }
+}
+
 impl Runtime {
     /// Starts the PID namespace holder of `sandbox` in its pinned namespaces.
     pub(crate) async fn start_pid_holder(&self, sandbox: &Sandbox) -> Result<ProcessId> {
         let ns_dir = self.sandbox_paths(&sandbox.id).ns;
         let mut cmd = tokio::process::Command::new(&self.config.shim_binary);
         cmd.arg(SUBCOMMAND)
+            .arg("--record")
+            .arg(ns_dir.join(RECORD_FILE))
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         for kind in &sandbox.pinned {
@@ -117,9 +149,12 @@ impl Runtime {
     }
 
     /// SIGKILLs the sandbox's PID namespace holder (and with it every process left in the
-    /// namespace) and waits until it is gone. No holder, or a dead one, is fine.
+    /// namespace) and waits until it is gone. No holder, or a dead one, is fine. A holder
+    /// the record lacks (the runtime was killed before saving it) is found in
+    /// [`RECORD_FILE`].
     pub(crate) async fn stop_pid_holder(&self, sandbox: &mut Sandbox) -> Result<()> {
-        let Some(holder) = sandbox.pid_holder else {
+        let ns_dir = self.sandbox_paths(&sandbox.id).ns;
+        let Some(holder) = sandbox.pid_holder.or_else(|| recorded_holder(&ns_dir)) else {
             return Ok(());
         };
         if holder.is_alive() {

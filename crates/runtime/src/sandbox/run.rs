@@ -17,7 +17,9 @@ impl Runtime {
     /// with `FailedPrecondition` when the pod name (name, namespace, uid, attempt) is already
     /// taken by another sandbox. An unconfigured `runtime_handler` fails with `Unknown`
     /// ("no runtime for ... is configured"), the code and text containerd's
-    /// `getSandboxRuntime` error gets. Everything created is undone on failure.
+    /// `getSandboxRuntime` error gets. Everything created is undone on failure; the record
+    /// is saved (`creating`) before anything is created, so that a runtime killed midway
+    /// undoes it when it starts again.
     pub(crate) async fn run_pod_sandbox(
         &self,
         req: RunPodSandboxRequest,
@@ -60,7 +62,8 @@ impl Runtime {
             id: id.clone(),
             config,
             runtime_handler: req.runtime_handler,
-            ready: true,
+            ready: false,
+            creating: true,
             created_at: crate::id::now_nanos(),
             pinned,
             network: None,
@@ -68,11 +71,17 @@ impl Runtime {
             owns_cgroup,
             pid_holder: None,
         };
+        self.sandbox_store.save(&id, &sandbox)?;
         if let Err(err) = self.setup_sandbox(&mut sandbox).await {
             self.abandon_sandbox(&mut sandbox).await;
             return Err(err);
         }
-        self.sandbox_store.save(&id, &sandbox)?;
+        sandbox.ready = true;
+        sandbox.creating = false;
+        if let Err(err) = self.sandbox_store.save(&id, &sandbox) {
+            self.abandon_sandbox(&mut sandbox).await;
+            return Err(err.into());
+        }
         self.sandboxes.insert(id.clone(), sandbox);
         Ok(RunPodSandboxResponse { pod_sandbox_id: id })
     }
@@ -98,12 +107,14 @@ impl Runtime {
         }
         if pid == NamespaceMode::Pod {
             sandbox.pid_holder = Some(self.start_pid_holder(sandbox).await?);
+            self.sandbox_store.save(&sandbox.id, &*sandbox)?;
         }
         if sandbox.pinned.contains(&ns::Kind::Net) {
             let netns = ns::pin_path(&paths.ns, ns::Kind::Net);
             let netns = netns.to_string_lossy();
             let attached = self.cni.add(&self.attachment(sandbox, &netns)).await?;
             sandbox.network = Some(attached);
+            self.sandbox_store.save(&sandbox.id, &*sandbox)?;
         }
         match sandbox.pinned.contains(&ns::Kind::Net) {
             true => files::write_hosts(&paths.files, &hostname, sandbox.ip())?,

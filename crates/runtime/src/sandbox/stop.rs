@@ -42,7 +42,8 @@ impl Runtime {
         if !sandbox.pinned.contains(&ns::Kind::Net) {
             return Ok(());
         }
-        if sandbox.network.is_none() && !sandbox.ready {
+        // A sandbox being created may have been attached without its record knowing.
+        if sandbox.network.is_none() && !sandbox.ready && !sandbox.creating {
             return Ok(());
         }
         let pin = ns::pin_path(&self.sandbox_paths(&sandbox.id).ns, ns::Kind::Net);

@@ -18,6 +18,7 @@ pub mod exit;
 pub mod log;
 mod monitor;
 pub mod protocol;
+pub mod record;
 mod stdio;
 
 pub use stdio::set_window_size;
@@ -34,8 +35,8 @@ use crate::process::ProcessId;
 pub struct Options {
     /// Container ID (runc's container name).
     pub id: String,
-    /// Bundle directory (holds `config.json`; the shim writes `init.pid`, `runc.log` and
-    /// `shim.log` there).
+    /// Bundle directory (holds `config.json`; the shim writes `init.pid`, `runc.log`,
+    /// `shim.log` and its [`record`] files there).
     pub bundle: PathBuf,
     /// OCI runtime binary.
     pub runc: PathBuf,
@@ -136,7 +137,7 @@ fn parse_bool(flag: &str, value: &str) -> anyhow::Result<bool> {
 /// `started <init pid> <init start time> <shim pid> <shim start time>`. Both processes are
 /// identified with their start times so that the runtime can later tell whether they still
 /// run (see [`ProcessId`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Started {
     /// The container's init process.
     pub init: ProcessId,

@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 use super::console::ConsoleSocket;
 use super::exit::ExitStatus;
 use super::log::Stream;
-use super::{Options, Started, attach, protocol, stdio};
+use super::{Options, Started, attach, protocol, record, stdio};
 use crate::process::ProcessId;
 
 /// How long output is still drained after the container's init exited. Daemonized
@@ -38,6 +38,13 @@ pub fn run(opts: &Options, ready: OwnedFd) -> i32 {
             return 1;
         }
     };
+    let start = record::StartRecord {
+        started: running.started,
+        started_at: crate::id::now_nanos(),
+    };
+    if let Err(err) = record::write_started(&opts.bundle, &start) {
+        eprintln!("container {}: recording the start: {err:#}", opts.id);
+    }
     let _ = writeln!(ready, "{}", running.started.to_line());
     drop(ready);
     let status = wait_for(Pid::from_raw(running.started.init.pid));
@@ -61,7 +68,8 @@ pub fn run(opts: &Options, ready: OwnedFd) -> i32 {
 
 /// New session (immune to signals sent to the kubelet's process group), stdio away from
 /// the runtime's pipes (stderr goes to `<bundle>/shim.log`), and child subreaper so the
-/// container's init is reparented to the shim.
+/// container's init is reparented to the shim. Records the shim in the bundle
+/// ([`record::SHIM_FILE`]).
 fn detach(opts: &Options) -> anyhow::Result<()> {
     nix::unistd::setsid().context("setsid")?;
     let null = std::fs::OpenOptions::new()
@@ -76,7 +84,8 @@ fn detach(opts: &Options) -> anyhow::Result<()> {
     nix::unistd::dup2_stdout(&null)?;
     nix::unistd::dup2_stderr(&log)?;
     nix::sys::prctl::set_child_subreaper(true).context("PR_SET_CHILD_SUBREAPER")?;
-    Ok(())
+    let me = ProcessId::of(std::process::id() as i32).context("reading the shim's own stat")?;
+    record::write_shim(&opts.bundle, &me).context("recording the shim")
 }
 
 struct Running {

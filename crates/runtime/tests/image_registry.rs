@@ -80,6 +80,27 @@ fn temporaries(root: &Path) -> Vec<String> {
     found
 }
 
+/// Pulls `image` without credentials, then as `username` with a wrong password: both are
+/// refused with `Unauthenticated` and nothing is stored. Returns the wrong credentials and
+/// the error of the second pull.
+async fn refused_without_the_right_credentials(
+    images: &ImageManager,
+    image: &str,
+    username: &str,
+) -> (AuthConfig, Error) {
+    let err = images.pull(image, None).await.expect_err("anonymous");
+    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
+    let wrong = AuthConfig {
+        username: username.into(),
+        password: "wrong".into(),
+        ..Default::default()
+    };
+    let err = images.pull(image, Some(&wrong)).await.expect_err("wrong");
+    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
+    assert!(images.list().is_empty());
+    (wrong, err)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn basic_auth_from_the_request_or_the_config() {
     if !is_root() {
@@ -94,14 +115,7 @@ async fn basic_auth_from_the_request_or_the_config() {
     let images = open(root.path(), |_| {});
 
     // No credentials, then wrong ones: Unauthenticated, saying so.
-    let err = images.pull(&image, None).await.expect_err("anonymous");
-    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
-    let wrong = AuthConfig {
-        username: "skiff".into(),
-        password: "wrong".into(),
-        ..Default::default()
-    };
-    let err = images.pull(&image, Some(&wrong)).await.expect_err("wrong");
+    let (wrong, err) = refused_without_the_right_credentials(&images, &image, "skiff").await;
     let status = tonic::Status::from(err);
     assert_eq!(status.code(), tonic::Code::Unauthenticated);
     assert!(
@@ -109,7 +123,6 @@ async fn basic_auth_from_the_request_or_the_config() {
         "{}",
         status.message()
     );
-    assert!(images.list().is_empty());
 
     // username/password, then the base64 `auth` field.
     let right = AuthConfig {
@@ -169,16 +182,7 @@ async fn bearer_token_auth_with_basic_credentials() {
         .expect("push");
     let root = tempfile::tempdir().expect("tempdir");
     let images = open(root.path(), |_| {});
-    let err = images.pull(&image, None).await.expect_err("anonymous");
-    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
-    let wrong = AuthConfig {
-        username: "skiff".into(),
-        password: "nope".into(),
-        ..Default::default()
-    };
-    let err = images.pull(&image, Some(&wrong)).await.expect_err("wrong");
-    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
-    assert!(images.list().is_empty());
+    refused_without_the_right_credentials(&images, &image, "skiff").await;
     let right = AuthConfig {
         username: "skiff".into(),
         password: "t0ken".into(),

@@ -16,14 +16,8 @@ use skiff_runtime::k8s_cri::v1::*;
 use skiff_runtime::tonic::Request;
 use skiff_runtime::{Runtime, RuntimeConfig};
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+mod common;
+use common::embedded::{container_status, create_and_start, is_root, processes_mentioning};
 
 /// A CNI network private to this test: its own bridge, /24 and IPAM directory.
 struct TestNetwork {
@@ -100,22 +94,6 @@ fn runtime_config(dir: &Path, net: &TestNetwork) -> RuntimeConfig {
     }
 }
 
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmdline.contains(needle) {
-                found.push(format!(
-                    "{}: {cmdline}",
-                    entry.file_name().to_string_lossy()
-                ));
-            }
-        }
-    }
-    found
-}
-
 /// The memory cgroup directory of container `id` (found through its init's
 /// `/proc/<pid>/cgroup`) and every parent the runtime made for it, up to the hierarchy root.
 fn cgroups_of(id: &str, dir: &Path) -> Vec<PathBuf> {
@@ -144,32 +122,6 @@ async fn run_sandbox(runtime: &Runtime, config: &PodSandboxConfig) -> String {
         .unwrap()
         .into_inner()
         .pod_sandbox_id
-}
-
-/// CreateContainer + StartContainer; returns the container ID.
-async fn create_and_start(
-    runtime: &Runtime,
-    sandbox_id: &str,
-    sandbox_config: &PodSandboxConfig,
-    config: ContainerConfig,
-) -> String {
-    let container_id = runtime
-        .create_container(Request::new(CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.to_owned(),
-            config: Some(config),
-            sandbox_config: Some(sandbox_config.clone()),
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .container_id;
-    runtime
-        .start_container(Request::new(StartContainerRequest {
-            container_id: container_id.clone(),
-        }))
-        .await
-        .unwrap();
-    container_id
 }
 
 fn mounts_under(dir: &Path) -> Vec<String> {
@@ -265,19 +217,6 @@ async fn sigkill_and_wait(pid: i32) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("{pid} survived SIGKILL");
-}
-
-async fn container_status(runtime: &Runtime, id: &str) -> ContainerStatus {
-    runtime
-        .container_status(Request::new(ContainerStatusRequest {
-            container_id: id.to_string(),
-            verbose: false,
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

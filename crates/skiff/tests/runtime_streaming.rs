@@ -16,15 +16,11 @@ use skiff_runtime::tonic::{Code, Request};
 use skiff_runtime::{Runtime, RuntimeConfig};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, DuplexStream};
 
+mod common;
+use common::embedded::{container_status, create_and_start, is_root, processes_mentioning};
+
 /// How long any one step may take.
 const STEP: Duration = Duration::from_secs(20);
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-    })
-}
 
 /// Removes what a failed test left: runc containers (their shims then exit), other
 /// processes naming the test directory (namespace pins) and mounts under it.
@@ -184,47 +180,9 @@ impl Fixture {
     }
 }
 
-async fn create_and_start(
-    runtime: &Runtime,
-    sandbox_id: &str,
-    sandbox_config: &PodSandboxConfig,
-    config: ContainerConfig,
-) -> String {
-    let id = runtime
-        .create_container(Request::new(CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.to_string(),
-            config: Some(config),
-            sandbox_config: Some(sandbox_config.clone()),
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .container_id;
-    runtime
-        .start_container(Request::new(StartContainerRequest {
-            container_id: id.clone(),
-        }))
-        .await
-        .unwrap();
-    id
-}
-
-async fn status(runtime: &Runtime, id: &str) -> ContainerStatus {
-    runtime
-        .container_status(Request::new(ContainerStatusRequest {
-            container_id: id.to_string(),
-            verbose: false,
-        }))
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-        .unwrap()
-}
-
 async fn wait_exited(runtime: &Runtime, id: &str) -> ContainerStatus {
     for _ in 0..200 {
-        let status = status(runtime, id).await;
+        let status = container_status(runtime, id).await;
         if status.state == ContainerState::ContainerExited as i32 {
             return status;
         }
@@ -342,18 +300,6 @@ async fn wait_for_log(path: &Path, stream: &str, text: &str) {
     );
 }
 
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            cmdline.contains(needle).then_some(cmdline)
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_attach_tty_and_log_reopening() {
     if !is_root() {
@@ -447,7 +393,7 @@ async fn exec_attach_tty_and_log_reopening() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        status(&runtime, &shell).await.state,
+        container_status(&runtime, &shell).await.state,
         ContainerState::ContainerRunning as i32
     );
 

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use async_trait::async_trait;
+use futures::StreamExt;
 use hyper_util::rt::TokioIo;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -12,7 +13,7 @@ use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Response, Status};
 
-use super::Cri;
+use super::{ContainerEventStream, Cri, cri_calls};
 
 /// Largest gRPC message accepted from the runtime (upstream `maxMsgSize`, 16 MiB).
 const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
@@ -57,147 +58,26 @@ fn socket_path(endpoint: &str) -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(endpoint))
 }
 
-#[async_trait]
-impl Cri for Remote {
-    async fn version(&self, req: VersionRequest) -> Result<VersionResponse, Status> {
-        self.runtime
-            .clone()
-            .version(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn status(&self, req: StatusRequest) -> Result<StatusResponse, Status> {
-        self.runtime
-            .clone()
-            .status(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn run_pod_sandbox(
-        &self,
-        req: RunPodSandboxRequest,
-    ) -> Result<RunPodSandboxResponse, Status> {
-        self.runtime
-            .clone()
-            .run_pod_sandbox(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn stop_pod_sandbox(
-        &self,
-        req: StopPodSandboxRequest,
-    ) -> Result<StopPodSandboxResponse, Status> {
-        self.runtime
-            .clone()
-            .stop_pod_sandbox(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn remove_pod_sandbox(
-        &self,
-        req: RemovePodSandboxRequest,
-    ) -> Result<RemovePodSandboxResponse, Status> {
-        self.runtime
-            .clone()
-            .remove_pod_sandbox(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn pod_sandbox_status(
-        &self,
-        req: PodSandboxStatusRequest,
-    ) -> Result<PodSandboxStatusResponse, Status> {
-        self.runtime
-            .clone()
-            .pod_sandbox_status(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn list_pod_sandbox(
-        &self,
-        req: ListPodSandboxRequest,
-    ) -> Result<ListPodSandboxResponse, Status> {
-        self.runtime
-            .clone()
-            .list_pod_sandbox(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn create_container(
-        &self,
-        req: CreateContainerRequest,
-    ) -> Result<CreateContainerResponse, Status> {
-        self.runtime
-            .clone()
-            .create_container(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn start_container(
-        &self,
-        req: StartContainerRequest,
-    ) -> Result<StartContainerResponse, Status> {
-        self.runtime
-            .clone()
-            .start_container(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn stop_container(
-        &self,
-        req: StopContainerRequest,
-    ) -> Result<StopContainerResponse, Status> {
-        self.runtime
-            .clone()
-            .stop_container(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn remove_container(
-        &self,
-        req: RemoveContainerRequest,
-    ) -> Result<RemoveContainerResponse, Status> {
-        self.runtime
-            .clone()
-            .remove_container(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn list_containers(
-        &self,
-        req: ListContainersRequest,
-    ) -> Result<ListContainersResponse, Status> {
-        self.runtime
-            .clone()
-            .list_containers(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn container_status(
-        &self,
-        req: ContainerStatusRequest,
-    ) -> Result<ContainerStatusResponse, Status> {
-        self.runtime
-            .clone()
-            .container_status(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn pull_image(&self, req: PullImageRequest) -> Result<PullImageResponse, Status> {
-        self.images
-            .clone()
-            .pull_image(req)
-            .await
-            .map(Response::into_inner)
-    }
-    async fn image_status(&self, req: ImageStatusRequest) -> Result<ImageStatusResponse, Status> {
-        self.images
-            .clone()
-            .image_status(req)
-            .await
-            .map(Response::into_inner)
-    }
+macro_rules! remote_impl {
+    ($($(#[$doc:meta])* $service:ident $method:ident($req:ty) -> $resp:ty;)*) => {
+        #[async_trait]
+        impl Cri for Remote {
+            $(
+                async fn $method(&self, req: $req) -> Result<$resp, Status> {
+                    self.$service.clone().$method(req).await.map(Response::into_inner)
+                }
+            )*
+            async fn get_container_events(
+                &self,
+                req: GetEventsRequest,
+            ) -> Result<ContainerEventStream, Status> {
+                let events = self.runtime.clone().get_container_events(req).await?;
+                Ok(events.into_inner().boxed())
+            }
+        }
+    };
 }
+cri_calls!(remote_impl);
 
 #[cfg(test)]
 mod tests {

@@ -11,14 +11,18 @@ pub mod cri;
 pub mod kubelet;
 pub mod kuberuntime;
 pub mod pleg;
+pub mod pod_dirs;
 pub mod pod_manager;
 pub mod pod_workers;
+pub mod prober;
 pub mod reason_cache;
 pub mod server;
 pub mod static_pod_starts;
 pub mod status;
 pub mod syncloop;
+pub mod volume;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::path::PathBuf;
@@ -47,27 +51,132 @@ const CRI_API_VERSION: &str = "v1";
 /// Capacity of the PLEG event channel (upstream `plegChannelCapacity`).
 const PLEG_CHANNEL_CAPACITY: usize = 1000;
 
-/// Kubelet settings (the subset of upstream `KubeletConfiguration` and flags Skiff uses).
+/// Kubelet settings: what the flags and `KubeletConfiguration` (kubelet.config.k8s.io/v1beta1)
+/// resolve to. [`Default`] gives upstream's defaults; durations are wall-clock periods and
+/// resource amounts are Kubernetes quantity strings keyed by resource name.
 #[derive(Debug, Clone)]
 pub struct KubeletConfig {
     /// Node name; static pods are named `<name>-<node_name>`.
     pub node_name: String,
     /// Node IP for `status.hostIP`; detected from the default route when `None`.
     pub node_ip: Option<IpAddr>,
-    /// Directory of static pod manifests (`--pod-manifest-path`); `None` disables it.
+    /// Directory of static pod manifests (`staticPodPath`, `--pod-manifest-path`); `None`
+    /// disables the file source.
     pub pod_manifest_path: Option<PathBuf>,
-    /// Kubelet state directory (`--root-dir`), created on start.
+    /// URL of a pod manifest list (`staticPodURL`, `--manifest-url`); `None` disables the
+    /// http source.
+    pub manifest_url: Option<String>,
+    /// Headers sent with each manifest URL request (`staticPodURLHeader`).
+    pub manifest_url_header: BTreeMap<String, Vec<String>>,
+    /// Kubelet state directory (`--root-dir`), created on start; pod directories live in
+    /// `<root_dir>/pods/<uid>` (see [`pod_dirs`]).
     pub root_dir: PathBuf,
     /// Root of pod log directories (`/var/log/pods`).
     pub pod_logs_dir: PathBuf,
-    /// Read-only HTTP port (`--read-only-port`); 0 disables it.
+    /// Address of the main and read-only ports (`address`); loopback until the API
+    /// server brings authentication.
+    pub address: IpAddr,
+    /// Main HTTPS port (`port`, 10250); 0 disables it.
+    pub port: u16,
+    /// Read-only HTTP port (`readOnlyPort`); 0 disables it.
     pub read_only_port: u16,
-    /// Manifest directory rescan period (`--file-check-frequency`).
+    /// Serving certificate and key of the main port (`tlsCertFile`, `tlsPrivateKeyFile`);
+    /// self-signed into `<root_dir>/pki` when `None`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// See `tls_cert_file`.
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Manifest directory rescan period (`fileCheckFrequency`, 20 s).
     pub file_check_frequency: Duration,
-    /// Resync period of each pod (`--sync-frequency`).
+    /// Manifest URL poll period (`httpCheckFrequency`, 20 s).
+    pub http_check_frequency: Duration,
+    /// Resync period of each pod (`syncFrequency`, 1 min).
     pub sync_frequency: Duration,
-    /// cgroup root under which `kubepods` is placed (`--cgroup-root`).
+    /// cgroup root under which `kubepods` is placed (`cgroupRoot`, `/`).
     pub cgroup_root: PathBuf,
+    /// cgroup driver (`cgroupDriver`): only `cgroupfs` is supported.
+    pub cgroup_driver: String,
+    /// QoS-level cgroups `kubepods/{burstable,besteffort}` (`cgroupsPerQOS`, true).
+    pub cgroups_per_qos: bool,
+    /// Resources reserved for system daemons (`systemReserved`), e.g. `memory: 1Gi`.
+    pub system_reserved: BTreeMap<String, String>,
+    /// Resources reserved for Kubernetes daemons (`kubeReserved`).
+    pub kube_reserved: BTreeMap<String, String>,
+    /// Which allocatable limits are enforced on cgroups (`enforceNodeAllocatable`,
+    /// `["pods"]`).
+    pub enforce_node_allocatable: Vec<String>,
+    /// Hard eviction thresholds (`evictionHard`), signal to quantity or percentage, e.g.
+    /// `memory.available: 100Mi`, `nodefs.available: 10%`. Upstream defaults:
+    /// memory.available 100Mi, nodefs.available 10%, imagefs.available 15%,
+    /// nodefs.inodesFree 5%.
+    pub eviction_hard: BTreeMap<String, String>,
+    /// How long a node condition holds after its pressure ends
+    /// (`evictionPressureTransitionPeriod`, 5 min).
+    pub eviction_pressure_transition_period: Duration,
+    /// Eviction manager period (upstream `evictionMonitoringPeriod`, 10 s).
+    pub eviction_monitoring_period: Duration,
+    /// Image GC starts above this disk usage (`imageGCHighThresholdPercent`, 85).
+    pub image_gc_high_threshold_percent: i32,
+    /// Image GC frees down to this disk usage (`imageGCLowThresholdPercent`, 80).
+    pub image_gc_low_threshold_percent: i32,
+    /// Unused images younger than this are kept (`imageMinimumGCAge`, 2 min).
+    pub image_minimum_gc_age: Duration,
+    /// Dead containers younger than this are kept (`--minimum-container-ttl-duration`, 0).
+    pub minimum_container_ttl: Duration,
+    /// Dead containers kept per (pod, container name) (`--maximum-dead-containers-per-container`, 1).
+    pub max_per_pod_container: i32,
+    /// Dead containers kept on the node, -1 for no limit (`--maximum-dead-containers`, -1).
+    pub max_containers: i32,
+    /// Pull one image at a time (`serializeImagePulls`, true).
+    pub serialize_image_pulls: bool,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        let quantities = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        Self {
+            node_name: String::new(),
+            node_ip: None,
+            pod_manifest_path: None,
+            manifest_url: None,
+            manifest_url_header: BTreeMap::new(),
+            root_dir: PathBuf::from("/var/lib/skiff/kubelet"),
+            pod_logs_dir: PathBuf::from("/var/log/pods"),
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 10250,
+            read_only_port: 10255,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            file_check_frequency: Duration::from_secs(20),
+            http_check_frequency: Duration::from_secs(20),
+            sync_frequency: Duration::from_secs(60),
+            cgroup_root: PathBuf::from("/"),
+            cgroup_driver: "cgroupfs".to_owned(),
+            cgroups_per_qos: true,
+            system_reserved: BTreeMap::new(),
+            kube_reserved: BTreeMap::new(),
+            enforce_node_allocatable: vec!["pods".to_owned()],
+            eviction_hard: quantities(&[
+                ("memory.available", "100Mi"),
+                ("nodefs.available", "10%"),
+                ("imagefs.available", "15%"),
+                ("nodefs.inodesFree", "5%"),
+            ]),
+            eviction_pressure_transition_period: Duration::from_secs(300),
+            eviction_monitoring_period: Duration::from_secs(10),
+            image_gc_high_threshold_percent: 85,
+            image_gc_low_threshold_percent: 80,
+            image_minimum_gc_age: Duration::from_secs(120),
+            minimum_container_ttl: Duration::ZERO,
+            max_per_pod_container: 1,
+            max_containers: -1,
+            serialize_image_pulls: true,
+        }
+    }
 }
 
 /// Runs the kubelet against `cri` until `shutdown` completes.
@@ -230,10 +339,11 @@ mod tests {
             pod_manifest_path: Some(manifests.clone()),
             root_dir: dir.path().join("root"),
             pod_logs_dir: dir.path().join("logs"),
+            port: 0,
             read_only_port: 0,
             file_check_frequency: Duration::from_secs(1),
-            sync_frequency: Duration::from_secs(60),
             cgroup_root: "/skiff-unit-test-nonexistent".into(),
+            ..KubeletConfig::default()
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let kubelet = tokio::spawn(run(config, cri.clone(), async move {

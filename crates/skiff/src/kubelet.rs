@@ -22,6 +22,7 @@ pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
         file_check_frequency: args.file_check_frequency,
         sync_frequency: args.sync_frequency,
         cgroup_root: args.cgroup_root,
+        ..KubeletConfig::default()
     };
 
     let cri: Arc<dyn Cri> = match &args.container_runtime_endpoint {

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_cri::v1::{
     ContainerConfig, ContainerMetadata, ContainerState, CreateContainerRequest, ImageSpec,
-    KeyValue, PodSandboxConfig, StartContainerRequest,
+    KeyValue, Mount, PodSandboxConfig, StartContainerRequest,
 };
 use k8s_openapi::api::core::v1::{Container, Pod};
 use tracing::info;
@@ -28,6 +28,9 @@ pub struct ContainerContext<'a> {
     pub host_ip: &'a str,
     /// Machine memory in bytes (for the Burstable OOM score).
     pub memory_capacity: i64,
+    /// Host paths mounted into the container: its volume mounts and the kubelet's own
+    /// files (such as the termination message file), in mount order.
+    pub mounts: Vec<Mount>,
 }
 
 /// Builds the CreateContainer config of `container` for restart number `restart_count`
@@ -71,6 +74,7 @@ pub fn generate_container_config(
         stdin: container.stdin.unwrap_or(false),
         stdin_once: container.stdin_once.unwrap_or(false),
         tty: container.tty.unwrap_or(false),
+        mounts: ctx.mounts.clone(),
         linux: Some(linux_container_config(pod, container, ctx.memory_capacity)),
         ..Default::default()
     })
@@ -158,6 +162,7 @@ impl KubeGenericRuntimeManager {
             pod_ips,
             host_ip: &self.config.node_ip,
             memory_capacity: self.config.memory_capacity,
+            mounts: Vec::new(),
         };
         let config = generate_container_config(pod, container, restart_count, &image_ref, &ctx)
             .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;

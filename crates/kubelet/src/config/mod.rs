@@ -4,6 +4,7 @@
 //! incremental [`PodUpdate`]s (ADD / UPDATE / REMOVE) for the SyncLoop.
 
 pub mod file;
+pub mod kubelet_configuration;
 pub mod static_pod;
 pub mod validation;
 

@@ -35,9 +35,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use config::SourcesReady;
 use config::file::FileSource;
-use config::static_pod::FILE_SOURCE;
-use config::{PodConfig, SourcesReady};
+use config::http::HttpSource;
+use config::static_pod::{FILE_SOURCE, HTTP_SOURCE};
 use cri::Cri;
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
 use pleg::GenericPleg;
@@ -240,33 +241,27 @@ pub async fn run(
 
     let sources_ready = SourcesReady::default();
     let (update_tx, update_rx) = mpsc::channel(64);
-    match config.pod_manifest_path.clone() {
-        Some(dir) => {
-            info!(path = %dir.display(), "watching static pod manifests");
-            let (snapshot_tx, mut snapshots) = mpsc::channel(4);
-            tasks.spawn(
-                FileSource::new(dir, config.node_name.clone(), config.file_check_frequency)
-                    .run(snapshot_tx),
-            );
-            let mut pod_config = PodConfig::new(&[FILE_SOURCE]);
-            let sources_ready = sources_ready.clone();
-            tasks.spawn(async move {
-                while let Some(snapshot) = snapshots.recv().await {
-                    for update in pod_config.merge(FILE_SOURCE, snapshot) {
-                        if update_tx.send(update).await.is_err() {
-                            return;
-                        }
-                    }
-                    // Only now: the SyncLoop applies queued updates before it trusts this.
-                    if pod_config.all_sources_seen() {
-                        sources_ready.mark_ready();
-                    }
-                }
-            });
-        }
-        // No source configured: all (zero) sources are ready at once.
-        None => sources_ready.mark_ready(),
+    let (snapshot_tx, snapshots) = mpsc::channel(4);
+    let mut sources = Vec::new();
+    if let Some(dir) = config.pod_manifest_path.clone() {
+        info!(path = %dir.display(), "watching static pod manifests");
+        sources.push(FILE_SOURCE);
+        let source = FileSource::new(dir, config.node_name.clone(), config.file_check_frequency);
+        tasks.spawn(source.run(snapshot_tx.clone()));
     }
+    if let Some(url) = config.manifest_url.clone() {
+        info!(url = %url, "polling the static pod manifest URL");
+        sources.push(HTTP_SOURCE);
+        let source = HttpSource::new(
+            url,
+            config.manifest_url_header.clone(),
+            config.node_name.clone(),
+            config.http_check_frequency,
+        );
+        tasks.spawn(source.run(snapshot_tx));
+    }
+    let ready = sources_ready.clone();
+    tasks.spawn(async move { config::run(&sources, snapshots, update_tx, ready).await });
 
     if config.read_only_port != 0 {
         let listener = server::bind(config.read_only_port)

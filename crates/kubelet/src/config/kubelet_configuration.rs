@@ -840,10 +840,12 @@ enforceNodeAllocatable: [pods, none]
         ] {
             assert!(e.contains(needle), "missing {needle:?} in {e}");
         }
-        let mut c = KubeletConfig::default();
-        c.image_gc_high_threshold_percent = 101;
-        c.sync_frequency = Duration::ZERO;
-        c.manifest_url = Some("ftp://x".into());
+        let c = KubeletConfig {
+            image_gc_high_threshold_percent: 101,
+            sync_frequency: Duration::ZERO,
+            manifest_url: Some("ftp://x".into()),
+            ..KubeletConfig::default()
+        };
         let e = validate(&c).err().unwrap_or_default();
         assert!(
             e.contains("imageGCHighThresholdPercent: 101 must be between 0 and 100"),

@@ -40,7 +40,7 @@ use config::static_pod::FILE_SOURCE;
 use config::{PodConfig, SourcesReady};
 use cri::Cri;
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
-use pleg::GenericPleg;
+use pleg::Pleg;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
 use status::StatusManager;
@@ -230,11 +230,12 @@ pub async fn run(
     });
 
     let mut tasks = JoinSet::new();
-    let mut pleg = GenericPleg::new(cri);
+    let mut pleg = Pleg::new(cri);
     if let Err(e) = pleg.relist().await {
         warn!(error = %e.message(), "initial PLEG relist failed");
     }
     let runtime_pods = pleg.runtime_pods();
+    let pleg_health = pleg.health();
     let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
     tasks.spawn(pleg.run(pleg_tx));
 
@@ -279,7 +280,8 @@ pub async fn run(
         let app = server::router(server::ServerState {
             pod_manager: pod_manager.clone(),
             status_manager,
-        });
+        })
+        .merge(server::healthz::router(pleg_health));
         tasks.spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 warn!(error = %e, "read-only server stopped");

@@ -11,7 +11,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use skiff_testkit::{Node, NodeOptions, Registry};
+use skiff_testkit::{Node, NodeOptions, NodeRuntime, Registry};
+
+/// The runtime under a [`Cluster`]'s kubelet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// The runtime embedded in `skiff kubelet`.
+    Embedded,
+    /// Debian's containerd 1.6 (`--container-runtime-endpoint`).
+    Containerd,
+}
 
 /// A registry holding the busybox test image, and a `skiff kubelet` using it.
 pub struct Cluster {
@@ -23,7 +32,13 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// A cluster on the embedded runtime.
     pub fn start() -> Cluster {
+        Cluster::start_on(Runtime::Embedded)
+    }
+
+    /// A cluster whose kubelet drives `runtime`.
+    pub fn start_on(runtime: Runtime) -> Cluster {
         let registry = Registry::start().expect("start the test registry");
         let busybox = skiff_testkit::busybox().expect("build the busybox image");
         let image = skiff_testkit::push(registry.host(), "skiff/busybox", "test", &busybox)
@@ -31,8 +46,14 @@ impl Cluster {
         let node = Node::start(NodeOptions {
             skiff_bin: PathBuf::from(env!("CARGO_BIN_EXE_skiff")),
             extra_args: Vec::new(),
+            runtime: match runtime {
+                Runtime::Embedded => NodeRuntime::Embedded,
+                Runtime::Containerd => NodeRuntime::Containerd {
+                    registry: registry.host().to_string(),
+                },
+            },
         })
-        .expect("start skiff kubelet");
+        .unwrap_or_else(|e| panic!("start skiff kubelet on {runtime:?}: {e:#}"));
         Cluster {
             node,
             registry,
@@ -257,3 +278,39 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("a free port")
 }
+
+/// One test per runtime for each case `fn case(cluster: Cluster)`: `case::embedded` and
+/// `case::containerd`, each on a fresh [`Cluster`]. A case that cannot work on containerd
+/// is listed as `case => embedded_only("reason")`: its containerd test is generated
+/// `#[ignore = "reason"]`.
+///
+/// ```ignore
+/// common::node_cases! {
+///     serves_http,
+///     runtime_socket => embedded_only("the embedded runtime's own socket"),
+/// }
+/// fn serves_http(cluster: Cluster) { ... }
+/// ```
+macro_rules! node_cases {
+    ($($case:ident $(=> embedded_only($reason:literal))?),* $(,)?) => {
+        $(
+            mod $case {
+                #[test]
+                fn embedded() {
+                    super::$case(crate::common::Cluster::start_on(
+                        crate::common::Runtime::Embedded,
+                    ));
+                }
+
+                $(#[ignore = $reason])?
+                #[test]
+                fn containerd() {
+                    super::$case(crate::common::Cluster::start_on(
+                        crate::common::Runtime::Containerd,
+                    ));
+                }
+            }
+        )*
+    };
+}
+pub(crate) use node_cases;

@@ -29,6 +29,8 @@ pub struct Cluster {
     pub registry: Registry,
     /// The pushed test image, `127.0.0.1:PORT/skiff/busybox:test`.
     pub image: String,
+    /// The runtime under the kubelet.
+    pub runtime: Runtime,
 }
 
 impl Cluster {
@@ -58,6 +60,7 @@ impl Cluster {
             node,
             registry,
             image,
+            runtime,
         }
     }
 
@@ -112,6 +115,20 @@ impl Cluster {
         self.wait_for(&format!("{name} gone"), Duration::from_secs(90), |pods| {
             find_pod(pods, name).is_none()
         });
+    }
+
+    /// Polls the kubelet log (up to 10 s) until it contains `needle`; fails the test with
+    /// the log otherwise.
+    pub fn wait_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.node.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "the kubelet log never said {needle:?}:\n{}",
+                self.node.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Fails the test if the node's pods left anything behind.

@@ -41,7 +41,7 @@ use config::http::HttpSource;
 use config::static_pod::{FILE_SOURCE, HTTP_SOURCE};
 use cri::Cri;
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
-use pleg::GenericPleg;
+use pleg::Pleg;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
 use status::StatusManager;
@@ -231,11 +231,12 @@ pub async fn run(
     });
 
     let mut tasks = JoinSet::new();
-    let mut pleg = GenericPleg::new(cri);
+    let mut pleg = Pleg::new(cri);
     if let Err(e) = pleg.relist().await {
         warn!(error = %e.message(), "initial PLEG relist failed");
     }
     let runtime_pods = pleg.runtime_pods();
+    let pleg_health = pleg.health();
     let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
     tasks.spawn(pleg.run(pleg_tx));
 
@@ -274,7 +275,8 @@ pub async fn run(
         let app = server::router(server::ServerState {
             pod_manager: pod_manager.clone(),
             status_manager,
-        });
+        })
+        .merge(server::healthz::router(pleg_health));
         tasks.spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 warn!(error = %e, "read-only server stopped");

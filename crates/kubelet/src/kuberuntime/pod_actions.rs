@@ -551,4 +551,209 @@ mod tests {
             Some("id-a")
         );
     }
+
+    /// A pod with init containers `inits` (`name` or `name:sidecar`) and main `names`.
+    fn pod_with_inits(policy: &str, inits: &[&str], names: &[&str]) -> Pod {
+        let mut p = pod(policy, names);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.init_containers = Some(
+                inits
+                    .iter()
+                    .map(|n| {
+                        let (name, sidecar) = n.split_once(':').unwrap_or((n, ""));
+                        Container {
+                            name: name.into(),
+                            image: Some("busybox".into()),
+                            restart_policy: (sidecar == "sidecar").then(|| "Always".into()),
+                            ..Default::default()
+                        }
+                    })
+                    .collect(),
+            );
+        }
+        p
+    }
+
+    /// Like `container`, for init containers (their hash must match their spec).
+    fn init(pod: &Pod, name: &str, state: ContainerState, exit_code: i32) -> ContainerStatus {
+        let spec = init_containers(pod)
+            .iter()
+            .find(|c| c.name == name)
+            .cloned();
+        ContainerStatus {
+            hash: spec.map(|c| container_hash(&c)).unwrap_or_default(),
+            ..container(pod, name, state, exit_code)
+        }
+    }
+
+    fn actions(p: &Pod, containers: Vec<ContainerStatus>) -> PodActions {
+        let s = status(vec![sandbox("s1", true, 0)], containers);
+        compute_pod_actions(p, &s, &ResultsManagers::default())
+    }
+
+    #[test]
+    fn init_containers_run_one_after_another() {
+        use ContainerState::*;
+        let p = pod_with_inits("Always", &["i1", "i2"], &["a"]);
+        let a = compute_pod_actions(&p, &status(vec![], vec![]), &ResultsManagers::default());
+        assert_eq!(
+            (a.init_containers_to_start, a.containers_to_start),
+            (vec![0], vec![])
+        );
+        // A fresh sandbox without any container yet starts the first one.
+        assert_eq!(actions(&p, vec![]).init_containers_to_start, vec![0]);
+        // i1 still running: wait.
+        let a = actions(&p, vec![init(&p, "i1", ContainerRunning, 0)]);
+        assert!(a.init_containers_to_start.is_empty() && a.containers_to_start.is_empty());
+        assert!(!a.kill_pod);
+        // i1 done: i2 next.
+        let a = actions(&p, vec![init(&p, "i1", ContainerExited, 0)]);
+        assert_eq!(
+            (a.init_containers_to_start, a.containers_to_start),
+            (vec![1], vec![])
+        );
+        // Both done: the main container.
+        let a = actions(
+            &p,
+            vec![
+                init(&p, "i2", ContainerExited, 0),
+                init(&p, "i1", ContainerExited, 0),
+            ],
+        );
+        assert_eq!(
+            (a.init_containers_to_start, a.containers_to_start),
+            (vec![], vec![0])
+        );
+        // Once the main container ran, removed init containers are not run again.
+        let a = actions(&p, vec![container(&p, "a", ContainerRunning, 0)]);
+        assert_eq!(
+            a,
+            PodActions {
+                sandbox_id: "s1".into(),
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn failed_init_container_restarts_or_fails_the_pod() {
+        use ContainerState::*;
+        for policy in ["Always", "OnFailure"] {
+            let p = pod_with_inits(policy, &["i1", "i2"], &["a"]);
+            let a = actions(&p, vec![init(&p, "i1", ContainerExited, 1)]);
+            assert_eq!(a.init_containers_to_start, vec![0], "{policy}");
+            assert!(a.containers_to_start.is_empty() && !a.kill_pod, "{policy}");
+        }
+        let p = pod_with_inits("Never", &["i1", "i2"], &["a"]);
+        let a = actions(&p, vec![init(&p, "i1", ContainerExited, 1)]);
+        assert!(a.kill_pod && a.init_containers_to_start.is_empty());
+        assert!(a.containers_to_start.is_empty());
+        // An OOM-killed init container failed even if its exit code says otherwise.
+        let mut oom = init(&p, "i1", ContainerExited, 0);
+        oom.reason = "OOMKilled".into();
+        assert!(actions(&p, vec![oom]).kill_pod);
+    }
+
+    #[test]
+    fn sidecars_start_in_order_and_stay_running() {
+        use ContainerState::*;
+        let p = pod_with_inits("Never", &["s1:sidecar", "i1", "s2:sidecar"], &["a"]);
+        // s1 started: the next init container may start while s1 keeps running.
+        let a = actions(&p, vec![init(&p, "s1", ContainerRunning, 0)]);
+        assert_eq!(
+            (a.init_containers_to_start, a.containers_to_start),
+            (vec![1], vec![])
+        );
+        // i1 done: s2; s2 started: the pod is initialized and the main container starts.
+        let mut running = vec![
+            init(&p, "i1", ContainerExited, 0),
+            init(&p, "s1", ContainerRunning, 0),
+        ];
+        assert_eq!(
+            actions(&p, running.clone()).init_containers_to_start,
+            vec![2]
+        );
+        running.insert(0, init(&p, "s2", ContainerRunning, 0));
+        let a = actions(&p, running.clone());
+        assert_eq!(
+            (a.init_containers_to_start, a.containers_to_start),
+            (vec![], vec![0])
+        );
+        // A sidecar that exits is restarted even under restartPolicy Never; the main
+        // container keeps running.
+        running.insert(0, container(&p, "a", ContainerRunning, 0));
+        running[1] = init(&p, "s2", ContainerExited, 0);
+        let a = actions(&p, running.clone());
+        assert_eq!(
+            (a.init_containers_to_start, a.containers_to_start),
+            (vec![2], vec![])
+        );
+        assert!(!a.kill_pod);
+        // Main container done under Never: the pod is killed, sidecars are not restarted.
+        running[0] = container(&p, "a", ContainerExited, 0);
+        running[1] = init(&p, "s2", ContainerRunning, 0);
+        let a = actions(&p, running);
+        assert!(a.kill_pod && a.init_containers_to_start.is_empty());
+    }
+
+    #[test]
+    fn sidecar_with_startup_probe_waits_for_success() {
+        use crate::prober::results::ResultsManager;
+        use ContainerState::*;
+        let mut p = pod_with_inits("Always", &["s1:sidecar"], &["a"]);
+        if let Some(c) = p
+            .spec
+            .as_mut()
+            .and_then(|s| s.init_containers.as_mut())
+            .and_then(|i| i.first_mut())
+        {
+            c.startup_probe = Some(Default::default());
+        }
+        let s = status(
+            vec![sandbox("s1", true, 0)],
+            vec![init(&p, "s1", ContainerRunning, 0)],
+        );
+        let (startup, _rx) = ResultsManager::new();
+        let probes = ResultsManagers {
+            startup: Some(&startup),
+            ..Default::default()
+        };
+        let a = compute_pod_actions(&p, &s, &probes);
+        assert!(a.containers_to_start.is_empty(), "no startup result yet");
+        startup.set("id-s1", ProbeResult::Success, "u");
+        assert_eq!(
+            compute_pod_actions(&p, &s, &probes).containers_to_start,
+            vec![0]
+        );
+        startup.set("id-s1", ProbeResult::Failure, "u");
+        let a = compute_pod_actions(&p, &s, &probes);
+        assert_eq!(a.init_containers_to_start, vec![0]);
+        assert_eq!(a.containers_to_kill.len(), 1);
+    }
+
+    #[test]
+    fn failed_liveness_probe_restarts_per_policy() {
+        use crate::prober::results::ResultsManager;
+        let (liveness, _rx) = ResultsManager::new();
+        liveness.set("id-a", ProbeResult::Failure, "u");
+        let probes = ResultsManagers {
+            liveness: Some(&liveness),
+            ..Default::default()
+        };
+        for (policy, restart) in [("Always", true), ("Never", false)] {
+            let p = pod(policy, &["a"]);
+            let s = status(
+                vec![sandbox("s1", true, 0)],
+                vec![container(&p, "a", ContainerState::ContainerRunning, 0)],
+            );
+            let a = compute_pod_actions(&p, &s, &probes);
+            assert_eq!(a.containers_to_kill.len(), 1);
+            assert_eq!(a.containers_to_start == vec![0], restart, "{policy}");
+            let expected = match restart {
+                true => "Container a failed liveness probe, will be restarted",
+                false => "Container a failed liveness probe",
+            };
+            assert_eq!(a.containers_to_kill[0].message, expected);
+        }
+    }
 }

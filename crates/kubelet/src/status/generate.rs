@@ -755,4 +755,201 @@ mod tests {
             Some("containers with unready status: [b]")
         );
     }
+
+    fn with_inits(mut p: Pod, inits: &[(&str, bool)]) -> Pod {
+        if let Some(spec) = p.spec.as_mut() {
+            spec.init_containers = Some(
+                inits
+                    .iter()
+                    .map(|(name, sidecar)| Container {
+                        name: (*name).into(),
+                        image: Some("busybox".into()),
+                        restart_policy: sidecar.then(|| "Always".into()),
+                        ..Default::default()
+                    })
+                    .collect(),
+            );
+        }
+        p
+    }
+
+    fn full_cond<'a>(s: &'a api::PodStatus, t: &str) -> &'a PodCondition {
+        s.conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == t)
+            .unwrap_or_else(|| panic!("no {t} condition"))
+    }
+
+    fn waiting_reason(cs: &api::ContainerStatus) -> Option<&str> {
+        cs.state.as_ref()?.waiting.as_ref()?.reason.as_deref()
+    }
+
+    #[test]
+    fn running_init_container_keeps_the_pod_initializing() {
+        let p = with_inits(pod("Always", &["a", "b"]), &[("i1", false), ("i2", false)]);
+        let s = generate(
+            &p,
+            &runtime(vec![c(
+                "i1",
+                "1",
+                ContainerState::ContainerRunning,
+                0,
+                0,
+                1,
+            )]),
+            &ReasonCache::default(),
+        );
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        let inits = s.init_container_statuses.clone().unwrap_or_default();
+        assert_eq!(inits.len(), 2);
+        assert_eq!((inits[0].ready, inits[0].started), (false, Some(true)));
+        assert_eq!(waiting_reason(&inits[1]), Some("PodInitializing"));
+        let main = s.container_statuses.clone().unwrap_or_default();
+        assert_eq!(waiting_reason(&main[0]), Some("PodInitializing"));
+        let init = full_cond(&s, "Initialized");
+        assert_eq!(
+            (
+                init.status.as_str(),
+                init.reason.as_deref(),
+                init.message.as_deref()
+            ),
+            (
+                "False",
+                Some("ContainersNotInitialized"),
+                Some("containers with incomplete status: [i1 i2]")
+            )
+        );
+        let ready = full_cond(&s, "Ready");
+        assert_eq!(
+            (ready.reason.as_deref(), ready.message.as_deref()),
+            (
+                Some("ContainersNotReady"),
+                Some("containers with unready status: [a b]")
+            )
+        );
+    }
+
+    #[test]
+    fn failing_init_container_crash_loops_or_fails_the_pod() {
+        let reasons = ReasonCache::default();
+        reasons.update(
+            "u",
+            &PodSyncResult {
+                start_results: vec![(
+                    "i1".into(),
+                    Some(SyncError::new(CRASH_LOOP_BACK_OFF, "back-off 10s")),
+                )],
+                ..Default::default()
+            },
+        );
+        let failed = runtime(vec![c("i1", "1", ContainerState::ContainerExited, 1, 1, 1)]);
+        let p = with_inits(pod("Always", &["a"]), &[("i1", false)]);
+        let s = generate(&p, &failed, &reasons);
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        let inits = s.init_container_statuses.clone().unwrap_or_default();
+        assert_eq!(waiting_reason(&inits[0]), Some("CrashLoopBackOff"));
+        let last = inits[0]
+            .last_state
+            .as_ref()
+            .and_then(|l| l.terminated.as_ref());
+        assert_eq!(last.map(|t| t.exit_code), Some(1));
+        assert!(!inits[0].ready);
+        let p = with_inits(pod("Never", &["a"]), &[("i1", false)]);
+        let s = generate(&p, &failed, &ReasonCache::default());
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(
+            full_cond(&s, "ContainersReady").reason.as_deref(),
+            Some("PodFailed")
+        );
+    }
+
+    #[test]
+    fn sidecar_counts_for_readiness_and_not_for_completion() {
+        let p = with_inits(pod("Never", &["a"]), &[("side", true)]);
+        let running = runtime(vec![
+            c("a", "2", ContainerState::ContainerRunning, 0, 0, 2),
+            c("side", "1", ContainerState::ContainerRunning, 0, 0, 1),
+        ]);
+        let s = generate(&p, &running, &ReasonCache::default());
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        for t in ["Initialized", "ContainersReady", "Ready"] {
+            assert_eq!(cond(&s, t), "True", "{t}");
+        }
+        let inits = s.init_container_statuses.clone().unwrap_or_default();
+        assert_eq!((inits[0].ready, inits[0].started), (true, Some(true)));
+        // Main container succeeded, sidecar stopped after it: Succeeded.
+        let done = runtime(vec![
+            c("side", "1", ContainerState::ContainerExited, 137, 0, 1),
+            c("a", "2", ContainerState::ContainerExited, 0, 0, 2),
+        ]);
+        let s = generate(&p, &done, &ReasonCache::default());
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        let ready = full_cond(&s, "Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_deref()),
+            ("False", Some("PodCompleted"))
+        );
+        let init = full_cond(&s, "Initialized");
+        assert_eq!(
+            (init.status.as_str(), init.reason.as_deref()),
+            ("True", Some("PodCompleted"))
+        );
+    }
+
+    #[test]
+    fn readiness_and_startup_results_set_ready_and_started() {
+        use crate::prober::results::ResultsManager;
+        let mut p = pod("Always", &["a"]);
+        if let Some(c) = p.spec.as_mut().map(|s| &mut s.containers[0]) {
+            c.readiness_probe = Some(Default::default());
+            c.startup_probe = Some(Default::default());
+        }
+        let status = runtime(vec![c(
+            "a",
+            "id1",
+            ContainerState::ContainerRunning,
+            0,
+            0,
+            1,
+        )]);
+        let (readiness, _r) = ResultsManager::new();
+        let (startup, _s) = ResultsManager::new();
+        let reasons = ReasonCache::default();
+        let generate = || {
+            generate_api_pod_status(
+                &p,
+                &status,
+                &StatusContext {
+                    host_ip: "192.168.0.2",
+                    runtime_name: "skiff",
+                    reasons: &reasons,
+                    probes: ResultsManagers {
+                        readiness: Some(&readiness),
+                        startup: Some(&startup),
+                        liveness: None,
+                    },
+                },
+            )
+        };
+        let flags = |s: &api::PodStatus| {
+            let cs = &s.container_statuses.as_ref().unwrap()[0];
+            (cs.started, cs.ready)
+        };
+        assert_eq!(flags(&generate()), (Some(false), false));
+        readiness.set("id1", ProbeResult::Success, "u");
+        assert_eq!(flags(&generate()), (Some(false), false), "not started yet");
+        startup.set("id1", ProbeResult::Success, "u");
+        let s = generate();
+        assert_eq!(flags(&s), (Some(true), true));
+        assert_eq!(cond(&s, "Ready"), "True");
+        readiness.set("id1", ProbeResult::Failure, "u");
+        let s = generate();
+        assert_eq!(flags(&s), (Some(true), false));
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        assert_eq!(
+            full_cond(&s, "Ready").message.as_deref(),
+            Some("containers with unready status: [a]")
+        );
+    }
 }

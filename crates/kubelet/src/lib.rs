@@ -5,6 +5,7 @@
 //! [`kuberuntime`] over the [`cri::Cri`] trait; the [`pleg`] reports runtime changes,
 //! the [`status`] manager keeps pod statuses, and [`server`] serves them read-only.
 
+pub mod active_deadline;
 pub mod cm;
 pub mod config;
 pub mod cri;

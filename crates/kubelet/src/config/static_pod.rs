@@ -95,7 +95,12 @@ pub fn default_pod_spec(pod: &mut Pod) {
     spec.security_context
         .get_or_insert_with(PodSecurityContext::default);
     spec.enable_service_links.get_or_insert(true);
-    for container in spec.containers.iter_mut() {
+    for container in spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut())
+    {
         default_container(container);
     }
 }

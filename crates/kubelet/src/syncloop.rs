@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::info;
 
+use crate::cm::ContainerManager;
 use crate::config::{PodOperation, PodUpdate, SourcesReady};
+use crate::eviction::EvictedPods;
 use crate::pleg::{PodLifecycleEvent, PodLifecycleEventType, RuntimePods};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdateType, WorkerResult};
@@ -34,6 +36,8 @@ pub struct SyncLoopInputs {
     pub pleg: mpsc::Receiver<PodLifecycleEvent>,
     /// Completions reported by the pod workers.
     pub results: mpsc::UnboundedReceiver<WorkerResult>,
+    /// Pods the eviction manager evicts.
+    pub evictions: mpsc::Receiver<Arc<Pod>>,
 }
 
 /// The SyncLoop and the state only it touches.
@@ -45,15 +49,20 @@ pub struct SyncLoop {
     sources_ready: SourcesReady,
     runtime_pods: RuntimePods,
     static_pod_starts: StaticPodStarts,
+    evicted: Arc<EvictedPods>,
+    container_manager: Arc<ContainerManager>,
 }
 
 impl SyncLoop {
-    /// A SyncLoop dispatching to `pod_workers`.
+    /// A SyncLoop dispatching to `pod_workers`; `evicted` is forgotten for deleted pods,
+    /// and housekeeping removes orphaned pod cgroups through `container_manager`.
     pub fn new(
         pod_manager: Arc<PodManager>,
         pod_workers: PodWorkers,
         sources_ready: SourcesReady,
         runtime_pods: RuntimePods,
+        evicted: Arc<EvictedPods>,
+        container_manager: Arc<ContainerManager>,
     ) -> Self {
         Self {
             pod_manager,
@@ -62,6 +71,8 @@ impl SyncLoop {
             sources_ready,
             runtime_pods,
             static_pod_starts: StaticPodStarts::default(),
+            evicted,
+            container_manager,
         }
     }
 
@@ -78,6 +89,7 @@ impl SyncLoop {
                 Some(update) = inputs.updates.recv() => self.handle_update(update),
                 Some(event) = inputs.pleg.recv() => self.handle_pleg_event(&event),
                 Some(result) = inputs.results.recv() => self.handle_worker_result(result),
+                Some(pod) = inputs.evictions.recv() => self.handle_eviction(pod),
                 _ = sync_ticker.tick() => self.sync_due_pods(),
                 _ = housekeeping.tick() => {
                     // Read readiness first, then apply every update queued before it was
@@ -110,6 +122,7 @@ impl SyncLoop {
                 PodOperation::Remove => {
                     info!(pod = %name, uid = %uid, source = %update.source, "pod removed; terminating");
                     self.work_queue.remove(&uid);
+                    self.evicted.forget(&uid);
                     if !self.pod_workers.is_known(&uid) {
                         // A static pod still waiting for its name never started.
                         self.static_pod_starts.terminated(&uid);
@@ -125,6 +138,20 @@ impl SyncLoop {
                 }
             }
         }
+    }
+
+    /// Terminates a pod the eviction manager evicts, with no grace period (hard
+    /// thresholds; the runtime still gives the minimum of 2 s).
+    fn handle_eviction(&mut self, pod: Arc<Pod>) {
+        if let Some(uid) = pod.metadata.uid.as_deref() {
+            self.work_queue.remove(uid);
+        }
+        self.pod_workers.update_pod(
+            pod,
+            UpdateType::Kill {
+                grace_override: Some(0),
+            },
+        );
     }
 
     fn handle_pleg_event(&mut self, event: &PodLifecycleEvent) {
@@ -180,7 +207,8 @@ impl SyncLoop {
     }
 
     /// Terminates pods that are no longer desired and pods found on the runtime that no
-    /// source knows (upstream `HandlePodCleanups`). Only once all sources were seen.
+    /// source knows, and removes the cgroups of pods neither desired nor known to a pod
+    /// worker (upstream `HandlePodCleanups`). Only once all sources were seen.
     fn handle_pod_cleanups(&mut self) {
         let desired: HashSet<String> = self
             .pod_manager
@@ -188,6 +216,17 @@ impl SyncLoop {
             .iter()
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
+        let keep: HashSet<String> = desired
+            .iter()
+            .cloned()
+            .chain(
+                self.pod_workers
+                    .known_pods()
+                    .into_iter()
+                    .map(|(uid, _)| uid),
+            )
+            .collect();
+        self.container_manager.cleanup_orphaned_pod_cgroups(&keep);
         for (uid, pod) in self.pod_workers.known_pods() {
             if !desired.contains(&uid) && !self.pod_workers.is_terminating(&uid) {
                 self.pod_workers.update_pod(

@@ -95,6 +95,10 @@ pub struct KubeletArgs {
     /// Root of the cgroup hierarchy for pods (`<root>/kubepods/...`).
     #[arg(long, default_value = "/")]
     pub cgroup_root: PathBuf,
+    /// Hard eviction thresholds, `signal<quantity-or-percent` pairs separated by commas
+    /// (`memory.available<100Mi,nodefs.available<10%`); replaces the defaults when given.
+    #[arg(long, value_name = "THRESHOLDS")]
+    pub eviction_hard: Option<String>,
     #[command(flatten)]
     pub network: NetworkArgs,
 }

@@ -12,6 +12,12 @@ use crate::{runtime, signals};
 
 pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
     let shutdown = signals::shutdown().shared();
+    let defaults = KubeletConfig::default();
+    let eviction_hard = match &args.eviction_hard {
+        Some(flag) => skiff_kubelet::eviction::threshold::parse_eviction_flag(flag)
+            .context("--eviction-hard")?,
+        None => defaults.eviction_hard.clone(),
+    };
     let config = KubeletConfig {
         node_name: node_name(args.hostname_override.as_deref())?,
         node_ip: args.node_ip,
@@ -22,7 +28,8 @@ pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
         file_check_frequency: args.file_check_frequency,
         sync_frequency: args.sync_frequency,
         cgroup_root: args.cgroup_root,
-        ..KubeletConfig::default()
+        eviction_hard,
+        ..defaults
     };
 
     let cri: Arc<dyn Cri> = match &args.container_runtime_endpoint {

@@ -40,9 +40,12 @@ pub struct NodeOptions {
 /// 10.240.0.0/12 + portmap), `ipam/` (host-local `dataDir`), `kubelet.log` (stdout and
 /// stderr, `RUST_LOG=info`).
 ///
+/// The kubelet runs with `--cgroup-root` [`Node::cgroup_root`].
+///
 /// Dropping it removes all manifests, waits (up to 60 s) for `/pods` to be empty, stops
 /// the kubelet, then force-cleans whatever is left (runc containers, processes, mounts,
-/// iptables rules, the bridge, pod cgroups and log dirs) and removes the directory.
+/// iptables rules, the bridge, pod cgroups, the cgroup root and log dirs) and removes the
+/// directory.
 pub struct Node {
     opts: NodeOptions,
     id: String,
@@ -106,6 +109,12 @@ impl Node {
     /// The pod subnet of the CNI config, e.g. `10.243.17.0/24`.
     pub fn pod_cidr(&self) -> &str {
         &self.pod_cidr
+    }
+
+    /// The kubelet's `--cgroup-root`, `/sk-<8 hex>`: each node's pod cgroups live in their
+    /// own tree, so that a kubelet's orphan cleanup never touches another node's pods.
+    pub fn cgroup_root(&self) -> String {
+        format!("/sk-{}", self.id)
     }
 
     /// The CNI bridge name, `sk<8 hex>`.
@@ -349,6 +358,8 @@ impl Node {
             .arg(&self.pod_cidr)
             .arg("--file-check-frequency")
             .arg("1s")
+            .arg("--cgroup-root")
+            .arg(self.cgroup_root())
             .args(&self.opts.extra_args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -415,7 +426,13 @@ impl Drop for Node {
         self.drain();
         let _ = self.stop();
         let uids = self.known_uids();
-        cleanup::force(&self.dir, &self.network_name(), &self.bridge(), &uids);
+        cleanup::force(
+            &self.dir,
+            &self.network_name(),
+            &self.bridge(),
+            &uids,
+            Some(&self.cgroup_root()),
+        );
     }
 }
 

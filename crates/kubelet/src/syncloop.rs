@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::info;
 
+use crate::cm::ContainerManager;
 use crate::config::{PodOperation, PodUpdate, SourcesReady};
+use crate::eviction::EvictedPods;
 use crate::pleg::{PodLifecycleEvent, PodLifecycleEventType, RuntimePods};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdateType, WorkerResult};
@@ -34,6 +36,8 @@ pub struct SyncLoopInputs {
     pub pleg: mpsc::Receiver<PodLifecycleEvent>,
     /// Completions reported by the pod workers.
     pub results: mpsc::UnboundedReceiver<WorkerResult>,
+    /// Pods the eviction manager evicts.
+    pub evictions: mpsc::Receiver<Arc<Pod>>,
 }
 
 /// The SyncLoop and the state only it touches.
@@ -47,15 +51,20 @@ pub struct SyncLoop {
     static_pod_starts: StaticPodStarts,
     /// Pods with a `deletionTimestamp` whose termination was started (until removed).
     deleted: HashSet<String>,
+    evicted: Arc<EvictedPods>,
+    container_manager: Arc<ContainerManager>,
 }
 
 impl SyncLoop {
-    /// A SyncLoop dispatching to `pod_workers`.
+    /// A SyncLoop dispatching to `pod_workers`; `evicted` is forgotten for deleted pods,
+    /// and housekeeping removes orphaned pod cgroups through `container_manager`.
     pub fn new(
         pod_manager: Arc<PodManager>,
         pod_workers: PodWorkers,
         sources_ready: SourcesReady,
         runtime_pods: RuntimePods,
+        evicted: Arc<EvictedPods>,
+        container_manager: Arc<ContainerManager>,
     ) -> Self {
         Self {
             pod_manager,
@@ -65,6 +74,8 @@ impl SyncLoop {
             runtime_pods,
             static_pod_starts: StaticPodStarts::default(),
             deleted: HashSet::new(),
+            evicted,
+            container_manager,
         }
     }
 
@@ -81,6 +92,7 @@ impl SyncLoop {
                 Some(update) = inputs.updates.recv() => self.handle_update(update),
                 Some(event) = inputs.pleg.recv() => self.handle_pleg_event(&event),
                 Some(result) = inputs.results.recv() => self.handle_worker_result(result),
+                Some(pod) = inputs.evictions.recv() => self.handle_eviction(pod),
                 _ = sync_ticker.tick() => self.sync_due_pods(),
                 _ = housekeeping.tick() => {
                     // Read readiness first, then apply every update queued before it was
@@ -120,6 +132,7 @@ impl SyncLoop {
                     info!(pod = %name, uid = %uid, source = %update.source, "pod removed; terminating");
                     self.work_queue.remove(&uid);
                     let already_deleted = self.deleted.remove(&uid);
+                    self.evicted.forget(&uid);
                     if !self.pod_workers.is_known(&uid) {
                         // A static pod still waiting for its name never started.
                         self.static_pod_starts.terminated(&uid);
@@ -137,6 +150,20 @@ impl SyncLoop {
                 }
             }
         }
+    }
+
+    /// Terminates a pod the eviction manager evicts, with no grace period (hard
+    /// thresholds; the runtime still gives the minimum of 2 s).
+    fn handle_eviction(&mut self, pod: Arc<Pod>) {
+        if let Some(uid) = pod.metadata.uid.as_deref() {
+            self.work_queue.remove(uid);
+        }
+        self.pod_workers.update_pod(
+            pod,
+            UpdateType::Kill {
+                grace_override: Some(0),
+            },
+        );
     }
 
     fn handle_pleg_event(&mut self, event: &PodLifecycleEvent) {
@@ -214,7 +241,8 @@ impl SyncLoop {
     }
 
     /// Terminates pods that are no longer desired and pods found on the runtime that no
-    /// source knows (upstream `HandlePodCleanups`). Only once all sources were seen.
+    /// source knows, and removes the cgroups of pods neither desired nor known to a pod
+    /// worker (upstream `HandlePodCleanups`). Only once all sources were seen.
     fn handle_pod_cleanups(&mut self) {
         let desired: HashSet<String> = self
             .pod_manager
@@ -222,6 +250,17 @@ impl SyncLoop {
             .iter()
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
+        let keep: HashSet<String> = desired
+            .iter()
+            .cloned()
+            .chain(
+                self.pod_workers
+                    .known_pods()
+                    .into_iter()
+                    .map(|(uid, _)| uid),
+            )
+            .collect();
+        self.container_manager.cleanup_orphaned_pod_cgroups(&keep);
         for (uid, pod) in self.pod_workers.known_pods() {
             if !desired.contains(&uid) && !self.pod_workers.is_terminating(&uid) {
                 self.pod_workers.update_pod(
@@ -340,14 +379,18 @@ mod tests {
             node_ip: "10.0.0.2".into(),
             runtime_name: "fake".into(),
             sync_frequency: Duration::from_secs(60),
+            container_manager: Arc::new(ContainerManager::disabled()),
+            evictions: Default::default(),
         });
         let (results_tx, mut results) = mpsc::unbounded_channel();
         let pod_manager = Arc::new(PodManager::default());
         let mut sync_loop = SyncLoop::new(
             pod_manager.clone(),
-            PodWorkers::new(kubelet, results_tx),
+            PodWorkers::new(kubelet.clone(), results_tx),
             SourcesReady::default(),
             RuntimePods::default(),
+            kubelet.evictions.clone(),
+            kubelet.container_manager.clone(),
         );
 
         sync_loop.handle_update(update(PodOperation::Add, pod(30)));

@@ -16,8 +16,6 @@ use super::KubeGenericRuntimeManager;
 use super::pod_status::{ContainerStatus, PodStatus};
 use super::sandbox::pod_log_directory;
 use super::termination_order::termination_order;
-use crate::cm::cgroups::{pod_cgroup_parent, remove_pod_cgroup};
-use crate::cm::qos::QosClass;
 
 /// Shortest grace period given to a container (upstream `minimumGracePeriodInSeconds`).
 const MIN_GRACE_PERIOD: i64 = 2;
@@ -80,9 +78,9 @@ impl KubeGenericRuntimeManager {
         errors
     }
 
-    /// Removes a killed pod: its containers, sandboxes, log directory
-    /// (`<pod_logs_dir>/<ns>_<name>_<uid>`) and pod cgroup in every hierarchy and QoS
-    /// tier. `namespace`/`name` are used when no sandbox tells them. Returns the failures.
+    /// Removes a killed pod: its containers, sandboxes and log directory
+    /// (`<pod_logs_dir>/<ns>_<name>_<uid>`); the container manager removes its cgroup.
+    /// `namespace`/`name` are used when no sandbox tells them. Returns the failures.
     pub async fn remove_pod(&self, status: &PodStatus, namespace: &str, name: &str) -> Vec<String> {
         let mut errors = Vec::new();
         for c in &status.containers {
@@ -124,19 +122,6 @@ impl KubeGenericRuntimeManager {
         log_dirs.dedup();
         for dir in log_dirs {
             remove_dir_if_present(&dir, &mut errors);
-        }
-        for qos in [
-            QosClass::Guaranteed,
-            QosClass::Burstable,
-            QosClass::BestEffort,
-        ] {
-            if let Err(e) = remove_pod_cgroup(&pod_cgroup_parent(
-                &self.config.cgroup_root,
-                qos,
-                &status.uid,
-            )) {
-                errors.push(e.to_string());
-            }
         }
         if !errors.is_empty() {
             warn!(uid = %status.uid, errors = %errors.join("; "), "pod cleanup incomplete");

@@ -6,6 +6,7 @@ pub mod container;
 pub mod container_linux;
 pub mod dns;
 pub mod env;
+pub mod gc;
 pub mod image;
 pub mod image_ref;
 pub mod kill;

@@ -41,13 +41,19 @@ impl Cluster {
 
     /// A cluster whose kubelet drives `runtime`.
     pub fn start_on(runtime: Runtime) -> Cluster {
+        Cluster::start_with(runtime, Vec::new())
+    }
+
+    /// A cluster whose kubelet drives `runtime` and gets `extra_args` after the flags
+    /// the node sets.
+    pub fn start_with(runtime: Runtime, extra_args: Vec<String>) -> Cluster {
         let registry = Registry::start().expect("start the test registry");
         let busybox = skiff_testkit::busybox().expect("build the busybox image");
         let image = skiff_testkit::push(registry.host(), "skiff/busybox", "test", &busybox)
             .expect("push the busybox image");
         let node = Node::start(NodeOptions {
             skiff_bin: PathBuf::from(env!("CARGO_BIN_EXE_skiff")),
-            extra_args: Vec::new(),
+            extra_args,
             runtime: match runtime {
                 Runtime::Embedded => NodeRuntime::Embedded,
                 Runtime::Containerd => NodeRuntime::Containerd {
@@ -269,22 +275,43 @@ pub fn assert_cri_log_line(line: &str) {
     assert!(ok, "not a CRI log line: {line:?}");
 }
 
-/// ListPodSandbox over the CRI v1 gRPC socket at `socket`, as crictl would call it.
-pub fn cri_pod_sandboxes(socket: &std::path::Path) -> Vec<k8s_cri::v1::PodSandbox> {
-    use skiff_kubelet::cri::{Cri, Remote};
+/// Runs `call` against the CRI v1 gRPC socket at `socket`, as crictl would connect.
+pub fn with_cri<T, F: std::future::Future<Output = T>>(
+    socket: &std::path::Path,
+    call: impl FnOnce(skiff_kubelet::cri::Remote) -> F,
+) -> T {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
     runtime.block_on(async {
         let endpoint = format!("unix://{}", socket.display());
-        let cri = Remote::connect(&endpoint)
+        let cri = skiff_kubelet::cri::Remote::connect(&endpoint)
             .await
             .expect("connect to the CRI socket");
+        call(cri).await
+    })
+}
+
+/// ListPodSandbox over the CRI socket at `socket`.
+pub fn cri_pod_sandboxes(socket: &std::path::Path) -> Vec<k8s_cri::v1::PodSandbox> {
+    use skiff_kubelet::cri::Cri;
+    with_cri(socket, |cri| async move {
         cri.list_pod_sandbox(Default::default())
             .await
             .expect("ListPodSandbox")
             .items
+    })
+}
+
+/// ListContainers over the CRI socket at `socket`.
+pub fn cri_containers(socket: &std::path::Path) -> Vec<k8s_cri::v1::Container> {
+    use skiff_kubelet::cri::Cri;
+    with_cri(socket, |cri| async move {
+        cri.list_containers(Default::default())
+            .await
+            .expect("ListContainers")
+            .containers
     })
 }
 

@@ -506,6 +506,7 @@ impl Drop for CriRuntime {
             &self.network_name(),
             &self.bridge(),
             &self.known_uids(),
+            None,
         );
     }
 }

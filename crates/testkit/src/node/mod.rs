@@ -63,10 +63,12 @@ pub struct NodeOptions {
 /// `RUST_LOG=info`); with containerd also `containerd.toml`, `certs.d/`,
 /// `containerd.sock` and `containerd.log`.
 ///
+/// The kubelet runs with `--cgroup-root` [`Node::cgroup_root`].
+///
 /// Dropping it removes all manifests, waits (up to 60 s) for `/pods` to be empty, stops
 /// the kubelet (and containerd, after removing its remaining pods through the CRI), then
 /// force-cleans whatever is left (runc containers, processes, mounts, iptables rules, the
-/// bridge, pod cgroups and log dirs) and removes the directory.
+/// bridge, pod cgroups, the cgroup root and log dirs) and removes the directory.
 pub struct Node {
     opts: NodeOptions,
     containerd: Option<containerd::Containerd>,
@@ -137,6 +139,12 @@ impl Node {
     /// The pod subnet of the CNI config, e.g. `10.243.17.0/24`.
     pub fn pod_cidr(&self) -> &str {
         &self.pod_cidr
+    }
+
+    /// The kubelet's `--cgroup-root`, `/sk-<8 hex>`: each node's pod cgroups live in their
+    /// own tree, so that a kubelet's orphan cleanup never touches another node's pods.
+    pub fn cgroup_root(&self) -> String {
+        format!("/sk-{}", self.id)
     }
 
     /// The CNI bridge name, `sk<8 hex>`.
@@ -385,7 +393,9 @@ impl Node {
             .arg("--hostname-override")
             .arg(self.node_name())
             .arg("--file-check-frequency")
-            .arg("1s");
+            .arg("1s")
+            .arg("--cgroup-root")
+            .arg(self.cgroup_root());
         match &self.containerd {
             Some(containerd) => {
                 cmd.arg("--container-runtime-endpoint")
@@ -471,7 +481,13 @@ impl Drop for Node {
             containerd.stop();
         }
         let uids = self.known_uids();
-        cleanup::force(&self.dir, &self.network_name(), &self.bridge(), &uids);
+        cleanup::force(
+            &self.dir,
+            &self.network_name(),
+            &self.bridge(),
+            &uids,
+            Some(&self.cgroup_root()),
+        );
     }
 }
 

@@ -39,8 +39,10 @@ use config::file::FileSource;
 use config::static_pod::FILE_SOURCE;
 use config::{PodConfig, SourcesReady};
 use cri::Cri;
+use kuberuntime::env::NodeAllocatable;
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
 use pleg::GenericPleg;
+use pod_dirs::PodDirs;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
 use status::StatusManager;
@@ -216,6 +218,11 @@ pub async fn run(
             node_ip: node_ip.clone(),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             memory_capacity: cm::machine_memory_capacity(),
+            pod_dirs: PodDirs::new(&config.root_dir),
+            allocatable: NodeAllocatable::from_machine(
+                &config.root_dir,
+                &[&config.system_reserved, &config.kube_reserved],
+            ),
         },
     ));
     let status_manager = Arc::new(StatusManager::default());

@@ -22,6 +22,8 @@ fn manager(cri: &Arc<FakeCri>, logs: &std::path::Path) -> KubeGenericRuntimeMana
             node_ip: "192.168.0.2".into(),
             resolv_conf: "/nonexistent".into(),
             memory_capacity: 8 << 30,
+            pod_dirs: crate::pod_dirs::PodDirs::new(logs.join("root")),
+            allocatable: Default::default(),
         },
     )
 }

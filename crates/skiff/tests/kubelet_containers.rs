@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
-/// The pod with the three gracefully stopped containers; `generation` is in their env,
-/// so changing it restarts them all.
+/// The pod with the gracefully stopped containers; `generation` is in their env, so
+/// changing it restarts them all.
 fn graceful_pod(uid: &str, image: &str, stop_image: &str, generation: u32) -> String {
     format!(
         r#"apiVersion: v1
@@ -41,6 +41,13 @@ spec:
     image: {image}
     env: [{{name: GEN, value: "{generation}"}}]
     command: ["sh", "-c", "trap 'echo IGNORED-TERM' TERM; echo started; while true; do sleep 0.1; done"]
+  - name: httphook
+    image: {image}
+    env: [{{name: GEN, value: "{generation}"}}]
+    ports: [{{name: hook, containerPort: 8081}}]
+    command: ["sh", "-c", "trap 'echo TERM; exit 0' TERM; (while true; do printf 'HTTP/1.1 200 OK\\r\\nContent-Length: 0\\r\\n\\r\\n' | nc -l -p 8081; done) & echo started; while true; do sleep 0.1; done"]
+    lifecycle:
+      preStop: {{httpGet: {{path: /prestop, port: hook, httpHeaders: [{{name: X-Hook, value: pre-stop}}]}}}}
 "#
     )
 }
@@ -381,7 +388,7 @@ fn container_lifecycle_env_commands_and_ports() {
         find_pod(&pods, &name).cloned().unwrap_or_default()
     );
 
-    // Graceful termination: an edit restarts the three containers of `graceful`.
+    // Graceful termination: an edit restarts the containers of `graceful`.
     let graceful_name = cluster.static_name("graceful");
     let first = cluster.wait_running(&graceful_name);
     common::wait_log_line(&first, "hooks", 0, "POSTSTART");
@@ -391,10 +398,12 @@ fn container_lifecycle_env_commands_and_ports() {
     );
     let pods = cluster.wait_for("graceful restarted", TIMEOUT, |pods| {
         find_pod(pods, &graceful_name).is_some_and(|p| {
-            ["hooks", "stopsignal", "stubborn"].iter().all(|c| {
-                let s = container_status(p, c);
-                s["restartCount"] == 1 && s["lastState"]["terminated"].is_object()
-            })
+            ["hooks", "stopsignal", "stubborn", "httphook"]
+                .iter()
+                .all(|c| {
+                    let s = container_status(p, c);
+                    s["restartCount"] == 1 && s["lastState"]["terminated"].is_object()
+                })
         })
     });
     let graceful = find_pod(&pods, &graceful_name).cloned().unwrap_or_default();
@@ -410,6 +419,16 @@ fn container_lifecycle_env_commands_and_ports() {
         "SIGTERM came before the preStop hook finished:\n{log}"
     );
     assert_eq!(last("hooks")["exitCode"], 0, "{graceful}");
+
+    // An httpGet preStop hook reaches the pod IP on the named port, with its header.
+    let log = read_container_log(&graceful, "httphook", 0);
+    let texts: Vec<String> = log_entries(&log)
+        .into_iter()
+        .map(|(_, t)| t.trim_end().to_owned())
+        .collect();
+    for want in ["GET /prestop HTTP/1.1", "X-Hook: pre-stop", "TERM"] {
+        assert!(texts.iter().any(|t| t == want), "no {want:?} in:\n{log}");
+    }
 
     // The image's StopSignal replaces SIGTERM.
     let log = read_container_log(&graceful, "stopsignal", 0);

@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::{ContainerPort, HTTPGetAction, LifecycleHandler}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tracing::info;
 
+use super::insecure_tls::{self, TlsError};
 use crate::cri::Cri;
 
 /// User-Agent of lifecycle HTTP requests (upstream `kube-lifecycle/<major>.<minor>`).
@@ -151,7 +153,9 @@ pub fn http_request(get: &HTTPGetAction, host: &str, port: u16) -> String {
 }
 
 /// Sends the GET and reads the response head. Any HTTP response counts as success, as
-/// upstream's lifecycle handler does not check the status code.
+/// upstream's lifecycle handler does not check the status code. HTTPS skips certificate
+/// verification; an HTTPS request answered in plain HTTP is retried over HTTP without
+/// its Authorization header (upstream's `LifecycleHTTPFallback`).
 async fn http_get(get: &HTTPGetAction, target: &HookTarget<'_>) -> Result<(), String> {
     let host = match get.host.as_deref().filter(|h| !h.is_empty()) {
         Some(host) => host.to_owned(),
@@ -162,20 +166,40 @@ async fn http_get(get: &HTTPGetAction, target: &HookTarget<'_>) -> Result<(), St
             .to_owned(),
     };
     let port = resolve_port(&get.port, target.ports)?;
-    let scheme = get.scheme.as_deref().unwrap_or("HTTP");
-    if !scheme.eq_ignore_ascii_case("HTTP") {
-        return Err(format!("unsupported scheme {scheme:?}"));
-    }
     let request = http_request(get, &host, port);
-    let url = format!(
-        "http://{}{}",
+    let authority = request
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_prefix("Host: "))
+        .unwrap_or(&host)
+        .to_owned();
+    let path = request.split(' ').nth(1).unwrap_or("/").to_owned();
+    let url = |scheme: &str| format!("{scheme}://{authority}{path}");
+    let scheme = get.scheme.as_deref().unwrap_or("HTTP");
+    let request = if scheme.eq_ignore_ascii_case("HTTPS") {
+        let (tls_host, tls_request) = (host.clone(), request.clone());
+        let exchanged = tokio::task::spawn_blocking(move || {
+            insecure_tls::exchange(&tls_host, port, tls_request.as_bytes(), MAX_RESPONSE_HEAD)
+        })
+        .await
+        .map_err(|e| format!("Get {:?}: {e}", url("https")))?;
+        match exchanged {
+            Ok(head) => return check_head(&head, &url("https")),
+            Err(TlsError::Other(e)) => return Err(format!("Get {:?}: {e}", url("https"))),
+            Err(TlsError::HttpResponse) => {
+                info!(url = %url("https"), "HTTPS request to lifecycle hook got HTTP response, retrying with HTTP");
+                request
+                    .split_inclusive("\r\n")
+                    .filter(|l| !l.to_ascii_lowercase().starts_with("authorization:"))
+                    .collect()
+            }
+        }
+    } else if scheme.eq_ignore_ascii_case("HTTP") {
         request
-            .lines()
-            .nth(1)
-            .and_then(|l| l.strip_prefix("Host: "))
-            .unwrap_or(&host),
-        get.path.as_deref().unwrap_or("/")
-    );
+    } else {
+        return Err(format!("unsupported scheme {scheme:?}"));
+    };
+    let url = url("http");
     let fail = |e: std::io::Error| format!("Get {url:?}: {e}");
     let mut stream = TcpStream::connect((host.as_str(), port))
         .await
@@ -190,6 +214,11 @@ async fn http_get(get: &HTTPGetAction, target: &HookTarget<'_>) -> Result<(), St
         }
         head.extend_from_slice(&buf[..n]);
     }
+    check_head(&head, &url)
+}
+
+/// Ok when `head` starts like an HTTP/1 response.
+fn check_head(head: &[u8], url: &str) -> Result<(), String> {
     if head.starts_with(b"HTTP/1.") {
         Ok(())
     } else {
@@ -302,6 +331,58 @@ mod tests {
             err.starts_with(r#"HTTP lifecycle hook (/stop) for Container "app" in Pod "p_ns(u)" failed - error: "#),
             "{err}"
         );
+    }
+
+    /// A server answering each connection with `HTTP/1.1 200 OK`; returns its port and
+    /// the first bytes of each connection.
+    async fn plain_http_server(connections: usize) -> (u16, tokio::task::JoinHandle<Vec<Vec<u8>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for _ in 0..connections {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                let n = conn.read(&mut buf).await.unwrap_or(0);
+                let _ = conn
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                    .await;
+                seen.push(buf[..n].to_vec());
+            }
+            seen
+        });
+        (port, server)
+    }
+
+    #[tokio::test]
+    async fn https_hook_falls_back_to_http_without_authorization() {
+        let (port, server) = plain_http_server(2).await;
+        let handler = LifecycleHandler {
+            http_get: Some(HTTPGetAction {
+                host: Some("127.0.0.1".into()),
+                path: Some("/tls".into()),
+                port: IntOrString::Int(i32::from(port)),
+                scheme: Some("HTTPS".into()),
+                http_headers: Some(vec![HTTPHeader {
+                    name: "Authorization".into(),
+                    value: "Bearer secret".into(),
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let ports = ports();
+        let result = run_handler(&FakeCri::default(), &handler, &target(&ports, None)).await;
+        assert_eq!(result, Ok(()));
+        let seen = server.await.unwrap();
+        assert_eq!(
+            seen[0].first(),
+            Some(&0x16),
+            "the first attempt is a TLS handshake"
+        );
+        let retry = String::from_utf8_lossy(&seen[1]);
+        assert!(retry.starts_with("GET /tls HTTP/1.1\r\n"), "{retry}");
+        assert!(!retry.contains("secret"), "{retry}");
     }
 
     #[tokio::test]

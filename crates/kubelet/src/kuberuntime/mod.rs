@@ -8,6 +8,7 @@ pub mod dns;
 pub mod env;
 pub mod image;
 pub mod image_ref;
+pub mod insecure_tls;
 pub mod kill;
 pub mod labels;
 pub mod lifecycle;

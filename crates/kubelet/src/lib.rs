@@ -49,9 +49,11 @@ use cri::Cri;
 use eviction::threshold::parse_thresholds;
 use eviction::{EvictedPods, EvictionManager, EvictionManagerConfig};
 use images::gc::{ImageGcManager, ImageGcPolicy};
+use kuberuntime::env::NodeAllocatable;
 use kuberuntime::gc::{ContainerGc, GcPolicy};
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
 use pleg::Pleg;
+use pod_dirs::PodDirs;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
 use status::StatusManager;
@@ -257,6 +259,11 @@ pub async fn run(
             node_ip: node_ip.clone(),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             memory_capacity: cm::machine_memory_capacity(),
+            pod_dirs: PodDirs::new(&config.root_dir),
+            allocatable: NodeAllocatable::from_machine(
+                &config.root_dir,
+                &[&config.system_reserved, &config.kube_reserved],
+            ),
         },
     ));
     let status_manager = Arc::new(StatusManager::default());

@@ -32,7 +32,8 @@ mod token;
 
 pub use image::{
     ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,
-    PlatformManifest, TarEntry, archive_tar, busybox, busybox_with, layer_tar, pause, write_files,
+    PlatformManifest, TarEntry, archive_tar, busybox, busybox_configured, busybox_with, layer_tar,
+    pause, write_files,
 };
 pub use node::{Node, NodeOptions, NodeRuntime};
 pub use proxy::{Proxy, Throttle};

@@ -74,9 +74,23 @@ pub struct KubeletArgs {
     /// [default: /run/skiff].
     #[arg(long, value_name = "DIR")]
     pub runtime_state: Option<PathBuf>,
-    /// Read-only HTTP port (`/healthz`, `/pods`); 0 disables it.
+    /// Read-only HTTP port (`/healthz`, `/pods`, `/stats/summary`, `/metrics`); 0 disables it.
     #[arg(long, default_value_t = 10255)]
     pub read_only_port: u16,
+    /// The kubelet's HTTPS port (logs, exec, attach, port-forward, stats); 0 disables it.
+    #[arg(long, default_value_t = 10250)]
+    pub port: u16,
+    /// Address of the kubelet ports. Loopback by default: the HTTPS port has no
+    /// authentication or authorization until the API server provides them.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: IpAddr,
+    /// Serving certificate (PEM) of the HTTPS port; self-signed into
+    /// `<root-dir>/pki/kubelet.crt` when not given.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of `--tls-cert-file`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
     /// Node name to use instead of the host name.
     #[arg(long)]
     pub hostname_override: Option<String>,

@@ -85,6 +85,7 @@ impl GenericPleg {
 
     /// Lists sandboxes and containers, compares with the previous relist and returns the events.
     pub async fn relist(&mut self) -> Result<Vec<PodLifecycleEvent>, tonic::Status> {
+        let _timer = crate::metrics::metrics().relist_started();
         let sandboxes = self
             .cri
             .list_pod_sandbox(ListPodSandboxRequest::default())

@@ -48,6 +48,7 @@ pub struct Node {
     id: String,
     dir: PathBuf,
     port: u16,
+    main_port: u16,
     pod_cidr: String,
     child: Option<Child>,
     /// UIDs of every pod seen in `/pods`, for leftover checks and cleanup.
@@ -66,6 +67,7 @@ impl Node {
             opts,
             dir,
             port: 0,
+            main_port: 0,
             pod_cidr: String::new(),
             child: None,
             seen_uids: Mutex::new(BTreeSet::new()),
@@ -84,6 +86,7 @@ impl Node {
             &node.dir.join("ipam"),
         )?;
         node.port = sys::free_port()?;
+        node.main_port = sys::free_port()?;
         node.spawn()?;
         Ok(node)
     }
@@ -101,6 +104,12 @@ impl Node {
     /// The kubelet's read-only HTTP port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The kubelet's HTTPS port (`--port`) on 127.0.0.1; its self-signed certificate is
+    /// `<dir>/kubelet/pki/kubelet.crt`.
+    pub fn main_port(&self) -> u16 {
+        self.main_port
     }
 
     /// The pod subnet of the CNI config, e.g. `10.243.17.0/24`.
@@ -341,6 +350,8 @@ impl Node {
             .arg(dir("st"))
             .arg("--read-only-port")
             .arg(self.port.to_string())
+            .arg("--port")
+            .arg(self.main_port.to_string())
             .arg("--hostname-override")
             .arg(self.node_name())
             .arg("--cni-conf-dir")

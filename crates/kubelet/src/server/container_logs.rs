@@ -216,6 +216,81 @@ fn log_container_id(pod: &FoundPod, container: &str, previous: bool) -> Result<S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::{
+        ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
+        ContainerStateWaiting, ContainerStatus, Pod, PodStatus,
+    };
+
+    fn pod_with(status: ContainerStatus) -> FoundPod {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("p".into());
+        FoundPod {
+            pod: std::sync::Arc::new(pod),
+            status: Some(PodStatus {
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "c".into(),
+                    ..status
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn terminated(id: &str) -> Option<ApiState> {
+        Some(ApiState {
+            terminated: Some(ContainerStateTerminated {
+                container_id: Some(id.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn picks_the_instance_as_upstream() {
+        let running = pod_with(ContainerStatus {
+            container_id: Some("skiff://new".into()),
+            state: Some(ApiState {
+                running: Some(ContainerStateRunning::default()),
+                ..Default::default()
+            }),
+            last_state: terminated("skiff://old"),
+            ..Default::default()
+        });
+        assert_eq!(log_container_id(&running, "c", false).unwrap(), "new");
+        assert_eq!(log_container_id(&running, "c", true).unwrap(), "old");
+        let first = pod_with(ContainerStatus {
+            container_id: Some("skiff://x".into()),
+            state: Some(ApiState {
+                running: Some(ContainerStateRunning::default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            log_container_id(&first, "c", true).unwrap_err(),
+            "previous terminated container \"c\" in pod \"p\" not found"
+        );
+        let pulling = pod_with(ContainerStatus {
+            state: Some(ApiState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some("ImagePullBackOff".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            log_container_id(&pulling, "c", false).unwrap_err(),
+            "container \"c\" in pod \"p\" is waiting to start: trying and failing to pull image"
+        );
+        assert!(
+            log_container_id(&pulling, "other", false)
+                .unwrap_err()
+                .ends_with("is not available")
+        );
+    }
 
     fn q(pairs: &[(&str, &str)]) -> Result<LogQuery, HttpError> {
         let pairs: Vec<_> = pairs

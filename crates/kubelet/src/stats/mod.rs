@@ -26,6 +26,9 @@ use crate::kuberuntime::labels::{
 use host::HostPaths;
 use summary::*;
 
+/// A cumulative CPU usage (core-nanoseconds) and when it was read.
+type CpuSample = (DateTime<Utc>, u64);
+
 /// Builds summaries. Cheap to clone; keeps the previous node CPU sample to compute
 /// `usageNanoCores`.
 #[derive(Clone)]
@@ -37,7 +40,7 @@ pub struct SummaryProvider {
     /// `/var/log/pods`: containers' log usage.
     pod_logs_dir: PathBuf,
     host: HostPaths,
-    last_cpu: Arc<Mutex<Option<(DateTime<Utc>, u64)>>>,
+    last_cpu: Arc<Mutex<Option<CpuSample>>>,
 }
 
 impl SummaryProvider {

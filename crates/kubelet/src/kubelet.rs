@@ -4,14 +4,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_cri::v1::ContainerState;
 use k8s_openapi::api::core::v1::Pod;
-use tracing::warn;
+use tracing::{info, warn};
 
+use crate::active_deadline;
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::kuberuntime::labels::termination_grace_period;
+use crate::kuberuntime::pod_status::PodStatus;
+use crate::prober::managers::ResultsManagers;
 use crate::reason_cache::ReasonCache;
-use crate::status::StatusManager;
 use crate::status::generate::{StatusContext, generate_api_pod_status};
+use crate::status::{StatusManager, is_terminal};
 
 /// Resync delay after a failed sync (upstream `backOffPeriod`).
 pub const BACKOFF_PERIOD: Duration = Duration::from_secs(10);
@@ -38,7 +42,10 @@ fn uid(pod: &Pod) -> &str {
 
 impl Kubelet {
     /// Syncs one pod and updates its status; returns when it should be synced again
-    /// (the sync frequency, or sooner after a failure or backoff).
+    /// (the sync frequency, or sooner after a failure, a backoff, or before the pod's
+    /// active deadline). A pod that finished (Succeeded or Failed) or passed its
+    /// `activeDeadlineSeconds` is only kept stopped: it fails with reason
+    /// DeadlineExceeded in the latter case (upstream `activeDeadlineHandler`).
     pub async fn sync_pod(&self, pod: &Pod) -> Duration {
         let uid = uid(pod);
         let name = pod.metadata.name.as_deref().unwrap_or("");
@@ -49,25 +56,88 @@ impl Kubelet {
                 return BACKOFF_PERIOD;
             }
         };
-        let result = self.runtime.sync_pod(pod, &before).await;
+        // The probes helper passes its liveness, readiness and startup managers here.
+        let probes = ResultsManagers::default();
+        let previous = self.status_manager.get_pod_status(uid);
+        let deadline_left = active_deadline::time_left(
+            pod,
+            previous.as_ref().and_then(|s| s.start_time.as_ref()),
+            crate::status::now(),
+        );
+        let past_deadline = deadline_left == Some(Duration::ZERO);
+        if past_deadline || previous.as_ref().is_some_and(is_terminal) {
+            self.keep_stopped(pod, before, past_deadline, &probes).await;
+            return self.sync_frequency;
+        }
+        let result = self.runtime.sync_pod(pod, &before, &probes).await;
         self.reasons.update(uid, &result);
         let after = self.runtime.get_pod_status(uid).await.unwrap_or(before);
-        let ctx = StatusContext {
+        self.status_manager.set_pod_status(
+            uid,
+            generate_api_pod_status(pod, &after, &self.status_context(probes)),
+        );
+        let next = if !result.failed() {
+            self.sync_frequency
+        } else {
+            if !result.errors.is_empty() {
+                warn!(pod = %name, error = %result.error_message(), "error syncing pod");
+            }
+            result.retry_after.map_or(BACKOFF_PERIOD, |r| {
+                r.clamp(Duration::from_secs(1), BACKOFF_PERIOD)
+            })
+        };
+        deadline_left.map_or(next, |left| next.min(left))
+    }
+
+    fn status_context<'a>(&'a self, probes: ResultsManagers<'a>) -> StatusContext<'a> {
+        StatusContext {
             host_ip: &self.node_ip,
             runtime_name: &self.runtime_name,
             reasons: &self.reasons,
+            probes,
+        }
+    }
+
+    /// Stops whatever still runs of a finished pod (keeping it listed) and publishes its
+    /// status: Failed with DeadlineExceeded when `past_deadline`.
+    async fn keep_stopped(
+        &self,
+        pod: &Pod,
+        status: PodStatus,
+        past_deadline: bool,
+        probes: &ResultsManagers<'_>,
+    ) {
+        let uid = uid(pod);
+        let live = status
+            .containers
+            .iter()
+            .any(|c| c.state != ContainerState::ContainerExited)
+            || status.sandbox_ready();
+        let status = if live {
+            if past_deadline {
+                info!(
+                    pod = pod.metadata.name.as_deref().unwrap_or(""),
+                    "pod passed its active deadline; killing it"
+                );
+            }
+            let errors = self
+                .runtime
+                .kill_pod(pod, &status, termination_grace_period(pod))
+                .await;
+            if !errors.is_empty() {
+                warn!(error = %errors.join("; "), "stopping a finished pod");
+            }
+            self.runtime.get_pod_status(uid).await.unwrap_or(status)
+        } else {
+            status
         };
-        self.status_manager
-            .set_pod_status(uid, generate_api_pod_status(pod, &after, &ctx));
-        if !result.failed() {
-            return self.sync_frequency;
+        let mut api_status = generate_api_pod_status(pod, &status, &self.status_context(*probes));
+        if past_deadline {
+            api_status.phase = Some("Failed".to_owned());
+            api_status.reason = Some(active_deadline::DEADLINE_EXCEEDED_REASON.to_owned());
+            api_status.message = Some(active_deadline::DEADLINE_EXCEEDED_MESSAGE.to_owned());
         }
-        if !result.errors.is_empty() {
-            warn!(pod = %name, error = %result.error_message(), "error syncing pod");
-        }
-        result.retry_after.map_or(BACKOFF_PERIOD, |r| {
-            r.clamp(Duration::from_secs(1), BACKOFF_PERIOD)
-        })
+        self.status_manager.set_pod_status(uid, api_status);
     }
 
     /// Stops all containers and sandboxes of the pod (grace period `grace_override` or
@@ -85,7 +155,7 @@ impl Kubelet {
                 return false;
             }
         };
-        let mut errors = self.runtime.kill_pod(&status, grace).await;
+        let mut errors = self.runtime.kill_pod(pod, &status, grace).await;
         let stopped = self.runtime.get_pod_status(uid).await.unwrap_or(status);
         errors.extend(self.runtime.remove_pod(&stopped, namespace, name).await);
         self.reasons.remove_pod(uid);

@@ -5,6 +5,7 @@
 //! [`kuberuntime`] over the [`cri::Cri`] trait; the [`pleg`] reports runtime changes,
 //! the [`status`] manager keeps pod statuses, and [`server`] serves them read-only.
 
+pub mod active_deadline;
 pub mod cm;
 pub mod config;
 pub mod cri;
@@ -37,12 +38,13 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use config::SourcesReady;
 use config::file::FileSource;
-use config::static_pod::FILE_SOURCE;
-use config::{PodConfig, SourcesReady};
+use config::http::HttpSource;
+use config::static_pod::{FILE_SOURCE, HTTP_SOURCE};
 use cri::Cri;
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
-use pleg::GenericPleg;
+use pleg::Pleg;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
 use status::StatusManager;
@@ -236,43 +238,39 @@ pub async fn run(
 
     let mut tasks = JoinSet::new();
     let (server_cri, server_cri_state) = (cri.clone(), cri.clone());
-    let mut pleg = GenericPleg::new(cri);
+    let mut pleg = Pleg::new(cri);
     if let Err(e) = pleg.relist().await {
         warn!(error = %e.message(), "initial PLEG relist failed");
     }
     let runtime_pods = pleg.runtime_pods();
+    let pleg_health = pleg.health();
+    metrics::metrics().set_pleg(pleg.relist_stats(), pleg_health.clone());
     let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
     tasks.spawn(pleg.run(pleg_tx));
 
     let sources_ready = SourcesReady::default();
     let (update_tx, update_rx) = mpsc::channel(64);
-    match config.pod_manifest_path.clone() {
-        Some(dir) => {
-            info!(path = %dir.display(), "watching static pod manifests");
-            let (snapshot_tx, mut snapshots) = mpsc::channel(4);
-            tasks.spawn(
-                FileSource::new(dir, config.node_name.clone(), config.file_check_frequency)
-                    .run(snapshot_tx),
-            );
-            let mut pod_config = PodConfig::new(&[FILE_SOURCE]);
-            let sources_ready = sources_ready.clone();
-            tasks.spawn(async move {
-                while let Some(snapshot) = snapshots.recv().await {
-                    for update in pod_config.merge(FILE_SOURCE, snapshot) {
-                        if update_tx.send(update).await.is_err() {
-                            return;
-                        }
-                    }
-                    // Only now: the SyncLoop applies queued updates before it trusts this.
-                    if pod_config.all_sources_seen() {
-                        sources_ready.mark_ready();
-                    }
-                }
-            });
-        }
-        // No source configured: all (zero) sources are ready at once.
-        None => sources_ready.mark_ready(),
+    let (snapshot_tx, snapshots) = mpsc::channel(4);
+    let mut sources = Vec::new();
+    if let Some(dir) = config.pod_manifest_path.clone() {
+        info!(path = %dir.display(), "watching static pod manifests");
+        sources.push(FILE_SOURCE);
+        let source = FileSource::new(dir, config.node_name.clone(), config.file_check_frequency);
+        tasks.spawn(source.run(snapshot_tx.clone()));
     }
+    if let Some(url) = config.manifest_url.clone() {
+        info!(url = %url, "polling the static pod manifest URL");
+        sources.push(HTTP_SOURCE);
+        let source = HttpSource::new(
+            url,
+            config.manifest_url_header.clone(),
+            config.node_name.clone(),
+            config.http_check_frequency,
+        );
+        tasks.spawn(source.run(snapshot_tx));
+    }
+    let ready = sources_ready.clone();
+    tasks.spawn(async move { config::run(&sources, snapshots, update_tx, ready).await });
 
     let server_state = server::ServerState {
         pod_manager: pod_manager.clone(),
@@ -287,7 +285,7 @@ pub async fn run(
         pod_logs_dir: config.pod_logs_dir.clone(),
         log_root: PathBuf::from("/var/log"),
     };
-    serve_ports(&config, node_ip_addr, server_state, &mut tasks).await?;
+    serve_ports(&config, node_ip_addr, server_state, pleg_health, &mut tasks).await?;
 
     let (results_tx, results_rx) = mpsc::unbounded_channel();
     let pod_workers = PodWorkers::new(kubelet, results_tx);
@@ -312,6 +310,7 @@ async fn serve_ports(
     config: &KubeletConfig,
     node_ip: IpAddr,
     state: server::ServerState,
+    pleg_health: pleg::PlegHealth,
     tasks: &mut JoinSet<()>,
 ) -> anyhow::Result<()> {
     if config.read_only_port != 0 {
@@ -320,7 +319,7 @@ async fn serve_ports(
             .await
             .with_context(|| format!("binding read-only port {addr}"))?;
         info!(%addr, "serving read-only kubelet API");
-        let app = server::router(state.clone());
+        let app = server::router(state.clone()).merge(server::healthz::router(pleg_health.clone()));
         tasks.spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 warn!(error = %e, "read-only server stopped");
@@ -345,7 +344,8 @@ async fn serve_ports(
             .await
             .with_context(|| format!("binding kubelet port {addr}"))?;
         info!(%addr, "serving kubelet API over HTTPS");
-        tasks.spawn(server::serve_tls(listener, tls, server::main_router(state)));
+        let app = server::main_router(state).merge(server::healthz::router(pleg_health));
+        tasks.spawn(server::serve_tls(listener, tls, app));
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ pub mod pod_status;
 pub mod sandbox;
 pub mod sync;
 pub mod sync_result;
+pub mod termination_order;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -12,12 +12,13 @@ mod runtime_ops;
 
 pub use runtime_ops::InstrumentedCri;
 
-use std::sync::atomic::AtomicU64;
-use std::sync::{Mutex, OnceLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Instant, UNIX_EPOCH};
 
 use k8s_cri::v1::{ContainerState, ListContainersRequest, ListPodSandboxRequest, PodSandboxState};
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -25,6 +26,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::cri::Cri;
+use crate::pleg::stats::{BUCKETS as PLEG_BUCKETS, Histogram as PlegHistogram};
+use crate::pleg::{PlegHealth, RelistStats};
 
 /// The content type of [`KubeletMetrics::encode`]'s output.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -55,12 +58,6 @@ pub struct KubeletMetrics {
     /// `kubelet_pod_worker_duration_seconds{operation_type}`: one sync of a pod
     /// (`create`, `sync`, `kill`).
     pub pod_worker_duration: Family<Labels, Histogram>,
-    /// `kubelet_pleg_relist_duration_seconds`: one relist.
-    pub pleg_relist_duration: Histogram,
-    /// `kubelet_pleg_relist_interval_seconds`: between the starts of two relists.
-    pub pleg_relist_interval: Histogram,
-    /// `kubelet_pleg_last_seen_seconds`: Unix time of the last relist.
-    pub pleg_last_seen: Gauge<f64, AtomicU64>,
     /// `kubelet_runtime_operations_total{operation_type}`.
     pub runtime_operations: Family<Labels, Counter>,
     /// `kubelet_runtime_operations_errors_total{operation_type}`.
@@ -75,22 +72,8 @@ pub struct KubeletMetrics {
     pub started_containers: Family<Labels, Counter>,
     /// `kubelet_started_containers_errors_total{container_type,code}`.
     pub started_containers_errors: Family<Labels, Counter>,
-    /// When the previous relist started (for the interval).
-    last_relist: Mutex<Option<Instant>>,
-}
-
-/// Times one PLEG relist; observes `kubelet_pleg_relist_duration_seconds` when dropped.
-#[must_use = "the relist is timed until the guard is dropped"]
-pub struct RelistTimer {
-    started: Instant,
-}
-
-impl Drop for RelistTimer {
-    fn drop(&mut self) {
-        metrics()
-            .pleg_relist_duration
-            .observe(self.started.elapsed().as_secs_f64());
-    }
+    /// The PLEG's relist timings and health, once the kubelet runs.
+    pleg: Arc<PlegCollector>,
 }
 
 /// The process-wide metrics.
@@ -113,9 +96,6 @@ impl KubeletMetrics {
             running_containers: Family::default(),
             pod_start_duration: Histogram::new(POD_START_BUCKETS),
             pod_worker_duration: Family::new_with_constructor(|| Histogram::new(DEFAULT_BUCKETS)),
-            pleg_relist_duration: Histogram::new(DEFAULT_BUCKETS),
-            pleg_relist_interval: Histogram::new(DEFAULT_BUCKETS),
-            pleg_last_seen: Gauge::default(),
             runtime_operations: Family::default(),
             runtime_operations_errors: Family::default(),
             runtime_operations_duration: Family::new_with_constructor(|| {
@@ -126,7 +106,7 @@ impl KubeletMetrics {
             started_containers: Family::default(),
             started_containers_errors: Family::default(),
             registry: Registry::default(),
-            last_relist: Mutex::new(None),
+            pleg: Arc::default(),
         };
         let r = &mut registry;
         r.register(
@@ -146,21 +126,7 @@ impl KubeletMetrics {
         );
         r.register("kubelet_pod_start_duration_seconds", "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run", metrics.pod_start_duration.clone());
         r.register("kubelet_pod_worker_duration_seconds", "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync", metrics.pod_worker_duration.clone());
-        r.register(
-            "kubelet_pleg_relist_duration_seconds",
-            "Duration in seconds for relisting pods in PLEG.",
-            metrics.pleg_relist_duration.clone(),
-        );
-        r.register(
-            "kubelet_pleg_relist_interval_seconds",
-            "Interval in seconds between relisting in PLEG.",
-            metrics.pleg_relist_interval.clone(),
-        );
-        r.register(
-            "kubelet_pleg_last_seen_seconds",
-            "Timestamp in seconds when PLEG was last seen active.",
-            metrics.pleg_last_seen.clone(),
-        );
+        r.register_collector(Box::new(metrics.pleg.clone()));
         // Counters get their `_total` suffix from the encoder.
         r.register(
             "kubelet_runtime_operations",
@@ -203,22 +169,10 @@ impl KubeletMetrics {
         }
     }
 
-    /// Marks the start of a PLEG relist (upstream `GenericPLEG.Relist`): observes
-    /// `kubelet_pleg_relist_interval_seconds` since the previous start and sets
-    /// `kubelet_pleg_last_seen_seconds`; the returned guard times the relist.
-    pub fn relist_started(&self) -> RelistTimer {
-        let now = Instant::now();
-        let mut last = self.last_relist.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(previous) = last.replace(now) {
-            self.pleg_relist_interval
-                .observe(now.duration_since(previous).as_secs_f64());
-        }
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or_default();
-        self.pleg_last_seen.set(unix);
-        RelistTimer { started: now }
+    /// Exposes the PLEG's relist histograms (`kubelet_pleg_relist_duration_seconds`,
+    /// `kubelet_pleg_relist_interval_seconds`) and `kubelet_pleg_last_seen_seconds`.
+    pub fn set_pleg(&self, stats: RelistStats, health: PlegHealth) {
+        *self.pleg.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((stats, health));
     }
 
     /// Observes one pod worker sync (`kubelet_pod_worker_duration_seconds`) of
@@ -270,6 +224,81 @@ impl KubeletMetrics {
     }
 }
 
+/// Encodes the PLEG's own timings at scrape time.
+#[derive(Debug, Default)]
+struct PlegCollector(Mutex<Option<(RelistStats, PlegHealth)>>);
+
+impl Collector for PlegCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some((stats, health)) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return Ok(());
+        };
+        let snapshot = stats.snapshot();
+        for (name, help, histogram) in [
+            (
+                "kubelet_pleg_relist_duration_seconds",
+                "Duration in seconds for relisting pods in PLEG.",
+                &snapshot.duration,
+            ),
+            (
+                "kubelet_pleg_relist_interval_seconds",
+                "Interval in seconds between relisting in PLEG.",
+                &snapshot.interval,
+            ),
+        ] {
+            let metric = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Histogram,
+            )?;
+            encode_pleg_histogram(metric, histogram)?;
+        }
+        if let Some(seen) = health.last_seen() {
+            let seconds = seen
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or_default();
+            let gauge = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+            gauge.set(seconds);
+            let metric = encoder.encode_descriptor(
+                "kubelet_pleg_last_seen_seconds",
+                "Timestamp in seconds when PLEG was last seen active.",
+                None,
+                gauge.metric_type(),
+            )?;
+            gauge.encode(metric)?;
+        }
+        Ok(())
+    }
+}
+
+/// A PLEG histogram (per-bucket counts) in the encoder's form: per-bucket counts with
+/// the `+Inf` overflow last.
+fn encode_pleg_histogram(
+    mut metric: prometheus_client::encoding::MetricEncoder<'_>,
+    histogram: &PlegHistogram,
+) -> Result<(), std::fmt::Error> {
+    let mut buckets: Vec<(f64, u64)> = PLEG_BUCKETS
+        .iter()
+        .copied()
+        .zip(histogram.bucket_counts)
+        .collect();
+    let within: u64 = histogram.bucket_counts.iter().sum();
+    buckets.push((f64::MAX, histogram.count.saturating_sub(within)));
+    metric.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+        histogram.sum,
+        histogram.count,
+        &buckets,
+        None,
+    )
+}
+
 /// Upstream's `container_state` label values.
 fn container_state_label(state: ContainerState) -> &'static str {
     match state {
@@ -289,8 +318,10 @@ mod tests {
     async fn exposes_upstream_names() {
         let m = metrics();
         m.set_node_name("node-a");
-        drop(m.relist_started());
-        drop(m.relist_started());
+        let mut pleg = crate::pleg::Pleg::new(std::sync::Arc::new(FakeCri::default()));
+        pleg.relist().await.unwrap();
+        pleg.relist().await.unwrap();
+        m.set_pleg(pleg.relist_stats(), pleg.health());
         m.started_pods.inc();
         m.runtime_operations
             .get_or_create(&label("operation_type", "version"))
@@ -307,7 +338,9 @@ mod tests {
             "# TYPE kubelet_pleg_relist_interval_seconds histogram",
             "# TYPE kubelet_pod_start_duration_seconds histogram",
             "# TYPE kubelet_pleg_last_seen_seconds gauge",
-            "kubelet_pleg_relist_interval_seconds_count",
+            "kubelet_pleg_relist_interval_seconds_count 1",
+            "kubelet_pleg_relist_duration_seconds_bucket{le=\"+Inf\"} 2",
+            "kubelet_pleg_last_seen_seconds ",
             "# TYPE kubelet_runtime_operations_errors counter",
             "kubelet_runtime_operations_total{operation_type=\"version\"}",
             "kubelet_pod_worker_duration_seconds_count{operation_type=\"sync\"}",

@@ -1,7 +1,7 @@
 //! The kubelet's HTTP API (upstream `pkg/kubelet/server`).
 //!
-//! Two ports, as upstream:
-//! - the read-only port (`readOnlyPort`, plain HTTP, [`router`]): `/healthz`, `/pods`,
+//! Two ports, as upstream, each with `/healthz` ([`healthz`]):
+//! - the read-only port (`readOnlyPort`, plain HTTP, [`router`]): `/pods`,
 //!   `/stats/summary`, `/metrics`, `/metrics/resource`;
 //! - the main port (`port`, HTTPS with the certificate of [`tls`], [`main_router`]):
 //!   the same plus `/runningpods/`, `/containerLogs/...`, `/exec/...`, `/attach/...`,
@@ -10,6 +10,7 @@
 
 mod container_logs;
 pub mod cri_log;
+pub mod healthz;
 mod host_logs;
 mod lookup;
 mod streaming;
@@ -64,7 +65,6 @@ pub struct ServerState {
 /// The router of the read-only port.
 pub fn router(state: ServerState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
         .route("/pods", get(pods))
         .route("/stats/summary", get(stats_summary))
         .route("/metrics", get(kubelet_metrics))
@@ -259,7 +259,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[tokio::test]
-    async fn serves_healthz_and_pod_list() {
+    async fn serves_pod_list() {
         let pod_manager = Arc::new(PodManager::default());
         let status_manager = Arc::new(StatusManager::default());
         pod_manager.add_or_update(Pod {
@@ -312,7 +312,6 @@ mod tests {
                 .map(|(_, b)| b.to_owned())
                 .unwrap_or_default()
         };
-        assert_eq!(get("/healthz").await, "ok");
         let list: serde_json::Value = serde_json::from_str(&get("/pods").await).unwrap();
         assert_eq!(list["kind"], "PodList");
         assert_eq!(list["apiVersion"], "v1");

@@ -11,7 +11,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use skiff_testkit::{Node, NodeOptions, Registry};
+use skiff_testkit::{Node, NodeOptions, NodeRuntime, Registry};
+
+/// The runtime under a [`Cluster`]'s kubelet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// The runtime embedded in `skiff kubelet`.
+    Embedded,
+    /// Debian's containerd 1.6 (`--container-runtime-endpoint`).
+    Containerd,
+}
 
 /// A registry holding the busybox test image, and a `skiff kubelet` using it.
 pub struct Cluster {
@@ -20,10 +29,18 @@ pub struct Cluster {
     pub registry: Registry,
     /// The pushed test image, `127.0.0.1:PORT/skiff/busybox:test`.
     pub image: String,
+    /// The runtime under the kubelet.
+    pub runtime: Runtime,
 }
 
 impl Cluster {
+    /// A cluster on the embedded runtime.
     pub fn start() -> Cluster {
+        Cluster::start_on(Runtime::Embedded)
+    }
+
+    /// A cluster whose kubelet drives `runtime`.
+    pub fn start_on(runtime: Runtime) -> Cluster {
         let registry = Registry::start().expect("start the test registry");
         let busybox = skiff_testkit::busybox().expect("build the busybox image");
         let image = skiff_testkit::push(registry.host(), "skiff/busybox", "test", &busybox)
@@ -31,12 +48,19 @@ impl Cluster {
         let node = Node::start(NodeOptions {
             skiff_bin: PathBuf::from(env!("CARGO_BIN_EXE_skiff")),
             extra_args: Vec::new(),
+            runtime: match runtime {
+                Runtime::Embedded => NodeRuntime::Embedded,
+                Runtime::Containerd => NodeRuntime::Containerd {
+                    registry: registry.host().to_string(),
+                },
+            },
         })
-        .expect("start skiff kubelet");
+        .unwrap_or_else(|e| panic!("start skiff kubelet on {runtime:?}: {e:#}"));
         Cluster {
             node,
             registry,
             image,
+            runtime,
         }
     }
 
@@ -91,6 +115,20 @@ impl Cluster {
         self.wait_for(&format!("{name} gone"), Duration::from_secs(90), |pods| {
             find_pod(pods, name).is_none()
         });
+    }
+
+    /// Polls the kubelet log (up to 10 s) until it contains `needle`; fails the test with
+    /// the log otherwise.
+    pub fn wait_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.node.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "the kubelet log never said {needle:?}:\n{}",
+                self.node.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Fails the test if the node's pods left anything behind.
@@ -257,3 +295,39 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("a free port")
 }
+
+/// One test per runtime for each case `fn case(cluster: Cluster)`: `case::embedded` and
+/// `case::containerd`, each on a fresh [`Cluster`]. A case that cannot work on containerd
+/// is listed as `case => embedded_only("reason")`: its containerd test is generated
+/// `#[ignore = "reason"]`.
+///
+/// ```ignore
+/// common::node_cases! {
+///     serves_http,
+///     runtime_socket => embedded_only("the embedded runtime's own socket"),
+/// }
+/// fn serves_http(cluster: Cluster) { ... }
+/// ```
+macro_rules! node_cases {
+    ($($case:ident $(=> embedded_only($reason:literal))?),* $(,)?) => {
+        $(
+            mod $case {
+                #[test]
+                fn embedded() {
+                    super::$case(crate::common::Cluster::start_on(
+                        crate::common::Runtime::Embedded,
+                    ));
+                }
+
+                $(#[ignore = $reason])?
+                #[test]
+                fn containerd() {
+                    super::$case(crate::common::Cluster::start_on(
+                        crate::common::Runtime::Containerd,
+                    ));
+                }
+            }
+        )*
+    };
+}
+pub(crate) use node_cases;

@@ -280,7 +280,8 @@ pub async fn run(
             config.node_name.clone(),
             config.root_dir.clone(),
             config.pod_logs_dir.clone(),
-        ),
+        )
+        .with_pods_cgroup(config.cgroup_root.join("kubepods")),
         cri: server_cri_state,
         pod_logs_dir: config.pod_logs_dir.clone(),
         log_root: PathBuf::from("/var/log"),

@@ -337,6 +337,12 @@ fn kubelet_api_logs_exec_port_forward_stats_and_metrics(cluster: Cluster) {
     );
     assert!(node["runtime"]["imageFs"]["usedBytes"].is_u64(), "{node}");
     assert!(node["rlimit"]["maxpid"].as_i64() > Some(0), "{node}");
+    let system = &node["systemContainers"][0];
+    assert_eq!(system["name"], "pods", "{node}");
+    assert!(
+        system["memory"]["workingSetBytes"].as_u64() > Some(0),
+        "{node}"
+    );
     let pod = summary["pods"]
         .as_array()
         .into_iter()

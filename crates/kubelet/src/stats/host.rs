@@ -104,17 +104,56 @@ impl HostPaths {
                 major_page_faults: stat.get("pgmajfault").copied().unwrap_or(0),
             });
         }
-        let dir = self.cgroup.join("memory");
-        let usage = read_u64(&dir.join("memory.usage_in_bytes"))?;
+        let mut memory = self.cgroup_memory(Path::new("/"))?;
+        memory.capacity = capacity;
+        Some(memory)
+    }
+
+    /// The directory of cgroup `path` (e.g. `/kubepods`) in `controller`'s hierarchy
+    /// (v1) or in the unified one (v2).
+    fn cgroup_dir(&self, controller: &str, path: &Path) -> PathBuf {
+        let rel = path.strip_prefix("/").unwrap_or(path);
+        if self.cgroup_v2() {
+            self.cgroup.join(rel)
+        } else {
+            self.cgroup.join(controller).join(rel)
+        }
+    }
+
+    /// Cumulative CPU time of cgroup `path` in nanoseconds (`cpuacct.usage` on v1,
+    /// `cpu.stat usage_usec` on v2).
+    pub fn cgroup_cpu_usage(&self, path: &Path) -> Option<u64> {
+        if self.cgroup_v2() {
+            return read_keyed(&self.cgroup_dir("", path).join("cpu.stat"))
+                .get("usage_usec")
+                .map(|us| us.saturating_mul(1000));
+        }
+        ["cpu,cpuacct", "cpuacct"]
+            .iter()
+            .find_map(|c| read_u64(&self.cgroup_dir(c, path).join("cpuacct.usage")))
+    }
+
+    /// Memory of cgroup `path` (`capacity` is left 0): usage from
+    /// `memory.usage_in_bytes` (v1) or `memory.current` (v2), the working set without
+    /// inactive file pages, as cAdvisor computes them.
+    pub fn cgroup_memory(&self, path: &Path) -> Option<NodeMemory> {
+        let dir = self.cgroup_dir("memory", path);
+        let v2 = self.cgroup_v2();
+        let usage = read_u64(&dir.join(if v2 {
+            "memory.current"
+        } else {
+            "memory.usage_in_bytes"
+        }))?;
         let stat = read_keyed(&dir.join("memory.stat"));
-        let get = |k: &str| stat.get(k).copied().unwrap_or(0);
+        let get =
+            |v1: &str, v2_key: &str| stat.get(if v2 { v2_key } else { v1 }).copied().unwrap_or(0);
         Some(NodeMemory {
-            capacity,
+            capacity: 0,
             usage,
-            working_set: usage.saturating_sub(get("total_inactive_file")),
-            rss: get("total_rss"),
-            page_faults: get("total_pgfault"),
-            major_page_faults: get("total_pgmajfault"),
+            working_set: usage.saturating_sub(get("total_inactive_file", "inactive_file")),
+            rss: get("total_rss", "anon"),
+            page_faults: get("total_pgfault", "pgfault"),
+            major_page_faults: get("total_pgmajfault", "pgmajfault"),
         })
     }
 
@@ -318,6 +357,38 @@ mod tests {
         assert_eq!(m.usage, 600 * 1024);
         assert_eq!(m.working_set, 600 * 1024 - 2048);
         assert_eq!((m.rss, m.page_faults, m.major_page_faults), (1000, 9, 1));
+    }
+
+    #[test]
+    fn kubepods_cgroup_on_v1_and_v2() {
+        let (_d, v1) = tree(&[
+            ("cgroup/cpuacct/kubepods/cpuacct.usage", "77\n"),
+            ("cgroup/memory/kubepods/memory.usage_in_bytes", "1000\n"),
+            (
+                "cgroup/memory/kubepods/memory.stat",
+                "total_inactive_file 100\ntotal_rss 600\n",
+            ),
+        ]);
+        let pods = Path::new("/kubepods");
+        assert_eq!(v1.cgroup_cpu_usage(pods), Some(77));
+        let m = v1.cgroup_memory(pods).unwrap();
+        assert_eq!((m.usage, m.working_set, m.rss), (1000, 900, 600));
+        let (_d, v2) = tree(&[
+            ("cgroup/cgroup.controllers", "cpu memory\n"),
+            ("cgroup/kubepods/cpu.stat", "usage_usec 5\n"),
+            ("cgroup/kubepods/memory.current", "2000\n"),
+            (
+                "cgroup/kubepods/memory.stat",
+                "inactive_file 500\nanon 1200\npgfault 3\n",
+            ),
+        ]);
+        assert_eq!(v2.cgroup_cpu_usage(pods), Some(5000));
+        let m = v2.cgroup_memory(pods).unwrap();
+        assert_eq!(
+            (m.usage, m.working_set, m.rss, m.page_faults),
+            (2000, 1500, 1200, 3)
+        );
+        assert!(v2.cgroup_memory(Path::new("/absent")).is_none());
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct SummaryProvider {
     /// `/var/log/pods`: containers' log usage.
     pod_logs_dir: PathBuf,
     host: HostPaths,
+    /// The cgroup holding all pods (`/kubepods`), reported as system container `pods`.
+    pods_cgroup: Option<PathBuf>,
     last_cpu: Arc<Mutex<Option<CpuSample>>>,
 }
 
@@ -57,8 +59,42 @@ impl SummaryProvider {
             root_dir,
             pod_logs_dir,
             host: HostPaths::default(),
+            pods_cgroup: None,
             last_cpu: Arc::default(),
         }
+    }
+
+    /// Also reports the cgroup `path` (e.g. `/kubepods`) as the node's system container
+    /// `pods` (upstream's `SystemContainerPods`).
+    pub fn with_pods_cgroup(mut self, path: PathBuf) -> Self {
+        self.pods_cgroup = Some(path);
+        self
+    }
+
+    /// The `pods` system container: CPU and memory of the pods cgroup, when readable.
+    fn pods_container(&self, time: &str, start_time: &str) -> Option<ContainerStats> {
+        let path = self.pods_cgroup.as_deref()?;
+        let memory = self.host.cgroup_memory(path)?;
+        Some(ContainerStats {
+            name: "pods".to_owned(),
+            start_time: start_time.to_owned(),
+            cpu: self.host.cgroup_cpu_usage(path).map(|usage| CpuStats {
+                time: time.to_owned(),
+                usage_nano_cores: None,
+                usage_core_nano_seconds: Some(usage),
+            }),
+            memory: Some(MemoryStats {
+                time: time.to_owned(),
+                available_bytes: None,
+                usage_bytes: Some(memory.usage),
+                working_set_bytes: Some(memory.working_set),
+                rss_bytes: Some(memory.rss),
+                page_faults: Some(memory.page_faults),
+                major_page_faults: Some(memory.major_page_faults),
+            }),
+            rootfs: None,
+            logs: None,
+        })
     }
 
     /// The summary now. Node figures the host cannot give are omitted; pods come from
@@ -107,14 +143,15 @@ impl SummaryProvider {
                 .clone(),
             interfaces,
         });
+        let start_time = host
+            .boot_time()
+            .and_then(|s| DateTime::from_timestamp(s, 0))
+            .map(rfc3339)
+            .unwrap_or_default();
         NodeStats {
             node_name: self.node_name.clone(),
-            system_containers: Vec::new(),
-            start_time: host
-                .boot_time()
-                .and_then(|s| DateTime::from_timestamp(s, 0))
-                .map(rfc3339)
-                .unwrap_or_default(),
+            system_containers: self.pods_container(time, &start_time).into_iter().collect(),
+            start_time,
             cpu,
             memory,
             network,

@@ -1,8 +1,8 @@
 //! End-to-end: the kubelet's HTTP API on a real node (issue 4: stats, metrics and the
-//! kubelet API), on the embedded runtime and on containerd 1.6. One node, two static pods: a logger (logs, follow, exec, restart,
-//! previous) and a busybox httpd (port-forward). The HTTPS port is checked with its
-//! self-signed certificate (curl, and rustls in [`TlsTunnel`] for the SPDY and
-//! WebSocket clients). Run as root.
+//! kubelet API), on the embedded runtime and on containerd 1.6. One node, two static
+//! pods: a logger (logs, follow, exec, attach, restart, previous) and a busybox httpd
+//! (port-forward). The HTTPS port is checked with its self-signed certificate (curl, and
+//! rustls in [`TlsTunnel`] for the SPDY and WebSocket clients). Run as root.
 
 mod common;
 
@@ -259,8 +259,29 @@ fn kubelet_api_logs_exec_port_forward_stats_and_metrics(cluster: Cluster) {
     assert_eq!(spdy_out.exit_code(), Some(0), "{spdy_out:?}");
     expect_line(&lines, "later");
 
-    // Exec over WebSocket makes the container exit: the follow ends, it restarts, and
-    // `previous` shows the first instance's logs.
+    // Attach: what the container's main process writes from now on arrives (execs
+    // write to its stdout; each takes long enough for the attach to be connected).
+    let attach_url = format!(
+        "{}/attach/default/{logger}/main?output=1&error=1",
+        tunnel.base_url()
+    );
+    let attach_streams = streams.clone();
+    let attach = rt.spawn(async move {
+        spdy::remote_command(&attach_url, "v4.channel.k8s.io", &attach_streams).await
+    });
+    for _ in 0..3 {
+        let tick = rt
+            .block_on(spdy::remote_command(
+                &exec("echo tick > /proc/1/fd/1"),
+                "v4.channel.k8s.io",
+                &streams,
+            ))
+            .expect("exec through the kubelet");
+        assert_eq!(tick.exit_code(), Some(0), "{tick:?}");
+    }
+
+    // Exec over WebSocket makes the container exit: the attach and the follow end, it
+    // restarts, and `previous` shows the first instance's logs.
     let ws_out = rt
         .block_on(websocket::remote_command(
             &exec("echo ws-ok; touch /tmp/exit"),
@@ -269,6 +290,11 @@ fn kubelet_api_logs_exec_port_forward_stats_and_metrics(cluster: Cluster) {
         ))
         .expect("exec over WebSocket through the kubelet");
     assert_eq!(ws_out.stdout_text(), "ws-ok\n", "{ws_out:?}");
+    let attached = rt
+        .block_on(attach)
+        .expect("attach task")
+        .expect("attach through the kubelet");
+    assert!(attached.stdout_text().contains("tick\n"), "{attached:?}");
     let deadline = Instant::now() + Duration::from_secs(30);
     while follow.try_wait().expect("curl status").is_none() {
         assert!(
@@ -285,7 +311,7 @@ fn kubelet_api_logs_exec_port_forward_stats_and_metrics(cluster: Cluster) {
     });
     assert_eq!(
         https.ok(&format!("{logs}?previous=true")),
-        "one\ntwo\nthree\nlater\n"
+        "one\ntwo\nthree\nlater\ntick\ntick\ntick\n"
     );
     eventually("the new instance's logs", || {
         let body = https.ok(&logs);

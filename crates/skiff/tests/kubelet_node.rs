@@ -148,11 +148,16 @@ impl SmallNodeFs {
     }
 
     fn unmount(&self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 
 impl Drop for SmallNodeFs {
+    /// Unmounts on failure paths too (a no-op after [`SmallNodeFs::unmount`]).
     fn drop(&mut self) {
         self.unmount();
     }

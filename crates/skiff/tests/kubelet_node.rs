@@ -233,6 +233,18 @@ fn pod_cgroups_eviction_and_container_gc() {
         Duration::from_secs(20),
         || !cgroup_exists(&burst_cg),
     );
+    // Without Burstable pods, the Burstable tier is back to the minimum.
+    let burstable_tier = format!("{root}/kubepods/burstable");
+    let (file, minimum) = if is_v2() {
+        ("cpu.weight", "1")
+    } else {
+        ("cpu.shares", "2")
+    };
+    poll(
+        "the burstable tier's shares reset",
+        Duration::from_secs(10),
+        || cgroup_file("cpu", &burstable_tier, file) == minimum,
+    );
 
     // nodefs pressure: fill the tmpfs past the threshold. The BestEffort pod with the most
     // log usage is evicted; the Guaranteed one stays.

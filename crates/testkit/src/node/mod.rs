@@ -263,6 +263,12 @@ impl Node {
         }
     }
 
+    /// The PID of containerd ([`NodeRuntime::Containerd`]); `None` for the embedded
+    /// runtime, which lives in the kubelet process.
+    pub fn runtime_pid(&self) -> Option<u32> {
+        self.containerd.as_ref().map(containerd::Containerd::pid)
+    }
+
     /// The PID of the running kubelet, if any.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

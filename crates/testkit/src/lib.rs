@@ -5,6 +5,8 @@
 //! - [`ImageBuilder`] builds OCI images in memory from layer tars ([`layer_tar`]);
 //!   [`busybox`] / [`busybox_with`] build the test image with it from Debian's
 //!   busybox-static; [`push`] uploads an image to a registry.
+//! - [`FileServer`]: a tiny blocking HTTP server for the files of a directory (pod
+//!   manifests for `--manifest-url`), recording the requests it answers.
 //! - [`Proxy`]: a TCP proxy that slows down or stalls a server's responses ([`Throttle`]).
 //! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
 //!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
@@ -19,6 +21,7 @@
 //! and, with care for blocking, from `#[tokio::test]`.
 
 pub mod cri;
+mod file_server;
 mod image;
 mod node;
 mod proxy;
@@ -29,6 +32,7 @@ pub mod stream;
 mod sys;
 mod token;
 
+pub use file_server::FileServer;
 pub use image::{
     ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,
     PlatformManifest, TarEntry, archive_tar, busybox, busybox_with, layer_tar, pause, write_files,

@@ -24,13 +24,18 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
+        Self::start_with(Vec::new())
+    }
+
+    /// Like [`Cluster::start`], with more `skiff kubelet` flags after the harness's own.
+    pub fn start_with(extra_args: Vec<String>) -> Cluster {
         let registry = Registry::start().expect("start the test registry");
         let busybox = skiff_testkit::busybox().expect("build the busybox image");
         let image = skiff_testkit::push(registry.host(), "skiff/busybox", "test", &busybox)
             .expect("push the busybox image");
         let node = Node::start(NodeOptions {
             skiff_bin: PathBuf::from(env!("CARGO_BIN_EXE_skiff")),
-            extra_args: Vec::new(),
+            extra_args,
         })
         .expect("start skiff kubelet");
         Cluster {

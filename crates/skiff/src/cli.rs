@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The node agent. Embeds the CRI runtime unless --container-runtime-endpoint is given.
-    Kubelet(KubeletArgs),
+    Kubelet(Box<KubeletArgs>),
     /// The CRI runtime alone, serving CRI v1 on `<state>/skiff.sock`.
     Runtime(RuntimeArgs),
     /// Image store tools (`skiff image import FILE|DIR`).

@@ -1,5 +1,7 @@
 //! Test harness for Skiff: everything an end-to-end test needs, without the internet.
 //!
+//! - [`FileServer`]: a tiny blocking HTTP server for the files of a directory (pod
+//!   manifests for `--manifest-url`), recording the requests it answers.
 //! - [`Registry`]: a real OCI registry (Debian's `docker-registry`, distribution 2.8) on a
 //!   free loopback port, removed on drop.
 //! - [`ImageBuilder`] builds OCI images in memory from layer tars ([`layer_tar`]);
@@ -22,6 +24,7 @@
 //! and, with care for blocking, from `#[tokio::test]`.
 
 pub mod cri;
+mod file_server;
 mod image;
 mod node;
 mod proxy;
@@ -33,6 +36,7 @@ mod sys;
 mod tls_tunnel;
 mod token;
 
+pub use file_server::FileServer;
 pub use image::{
     ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,
     PlatformManifest, TarEntry, archive_tar, busybox, busybox_configured, busybox_with, layer_tar,

@@ -10,6 +10,7 @@
 //! means no pods.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -45,17 +46,25 @@ pub struct HttpSource {
 impl HttpSource {
     /// A source for `url`, requested every `check_frequency` with `headers` (each name
     /// sent once per value); pods are defaulted for `node_name`. Proxies from the
-    /// environment are not used.
+    /// environment are not used; `https://` URLs are verified against the system's
+    /// trust store (rustls with ring).
     pub fn new(
         url: String,
         headers: BTreeMap<String, Vec<String>>,
         node_name: String,
         check_frequency: Duration,
     ) -> Self {
+        // https: the system's trust store, with rustls on ring.
+        let tls = ureq::tls::TlsConfig::builder()
+            .provider(ureq::tls::TlsProvider::Rustls)
+            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .root_certs(ureq::tls::RootCerts::PlatformVerifier)
+            .build();
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .proxy(None)
             .timeout_global(Some(REQUEST_TIMEOUT))
+            .tls_config(tls)
             .build()
             .into();
         Self {
@@ -273,6 +282,33 @@ mod tests {
             "{}",
             err(&bad_item)
         );
+    }
+
+    #[tokio::test]
+    async fn https_errors_are_reported_not_fatal() {
+        let source = HttpSource::new(
+            "https://127.0.0.1:1/pods".into(),
+            BTreeMap::new(),
+            "n".into(),
+            Duration::from_secs(1),
+        );
+        let (tx, mut rx) = mpsc::channel(1);
+        let task = tokio::spawn(source.run(tx));
+        let no_snapshot = tokio::time::timeout(Duration::from_millis(500), rx.recv()).await;
+        assert!(no_snapshot.is_err(), "a refused connection sends nothing");
+        assert!(!task.is_finished(), "the source keeps polling");
+        task.abort();
+        let agent = HttpSource::new(
+            URL.into(),
+            BTreeMap::new(),
+            "n".into(),
+            Duration::from_secs(1),
+        )
+        .agent;
+        let err = fetch(&agent, "https://127.0.0.1:1/pods", &BTreeMap::new())
+            .err()
+            .unwrap_or_default();
+        assert!(err.starts_with("GET https://127.0.0.1:1/pods:"), "{err}");
     }
 
     #[test]

@@ -69,6 +69,11 @@ impl Kubelet {
             self.keep_stopped(pod, before, past_deadline, &probes).await;
             return self.sync_frequency;
         }
+        if previous.is_none() {
+            // Upstream publishes the status before starting anything: startTime comes first.
+            let status = generate_api_pod_status(pod, &before, &self.status_context(probes));
+            self.status_manager.set_pod_status(uid, status);
+        }
         let result = self.runtime.sync_pod(pod, &before, &probes).await;
         self.reasons.update(uid, &result);
         let after = self.runtime.get_pod_status(uid).await.unwrap_or(before);

@@ -14,7 +14,7 @@ use crate::kuberuntime::labels::termination_grace_period;
 use crate::kuberuntime::pod_status::PodStatus;
 use crate::prober::managers::ResultsManagers;
 use crate::reason_cache::ReasonCache;
-use crate::status::generate::{StatusContext, generate_api_pod_status};
+use crate::status::generate::{StatusContext, generate_api_pod_status, mark_failed};
 use crate::status::{StatusManager, is_terminal};
 
 /// Resync delay after a failed sync (upstream `backOffPeriod`).
@@ -138,9 +138,11 @@ impl Kubelet {
         };
         let mut api_status = generate_api_pod_status(pod, &status, &self.status_context(*probes));
         if past_deadline {
-            api_status.phase = Some("Failed".to_owned());
-            api_status.reason = Some(active_deadline::DEADLINE_EXCEEDED_REASON.to_owned());
-            api_status.message = Some(active_deadline::DEADLINE_EXCEEDED_MESSAGE.to_owned());
+            mark_failed(
+                &mut api_status,
+                active_deadline::DEADLINE_EXCEEDED_REASON,
+                active_deadline::DEADLINE_EXCEEDED_MESSAGE,
+            );
         }
         self.status_manager.set_pod_status(uid, api_status);
     }

@@ -467,6 +467,7 @@ fn check_deadline(pod: &Value) {
         pod["status"]["message"],
         "Pod was active on the node longer than the specified deadline"
     );
+    assert_eq!(pod_condition(pod, "Ready")["reason"], "PodFailed", "{pod}");
     let t = state(container_status(pod, "main"), "terminated");
     assert!(t.is_object(), "the container was killed: {pod}");
     let active = timestamp(&t["finishedAt"]) - timestamp(&pod["status"]["startTime"]);

@@ -58,21 +58,22 @@ impl Kubelet {
         };
         // The probes helper passes its liveness, readiness and startup managers here.
         let probes = ResultsManagers::default();
-        let previous = self.status_manager.get_pod_status(uid);
-        let deadline_left = active_deadline::time_left(
-            pod,
-            previous.as_ref().and_then(|s| s.start_time.as_ref()),
-            crate::status::now(),
-        );
+        let previous = match self.status_manager.get_pod_status(uid) {
+            Some(previous) => previous,
+            None => {
+                // Upstream publishes the status before starting anything: startTime (from
+                // which the active deadline counts) comes first.
+                let status = generate_api_pod_status(pod, &before, &self.status_context(probes));
+                self.status_manager.set_pod_status(uid, status);
+                self.status_manager.get_pod_status(uid).unwrap_or_default()
+            }
+        };
+        let deadline_left =
+            active_deadline::time_left(pod, previous.start_time.as_ref(), crate::status::now());
         let past_deadline = deadline_left == Some(Duration::ZERO);
-        if past_deadline || previous.as_ref().is_some_and(is_terminal) {
+        if past_deadline || is_terminal(&previous) {
             self.keep_stopped(pod, before, past_deadline, &probes).await;
             return self.sync_frequency;
-        }
-        if previous.is_none() {
-            // Upstream publishes the status before starting anything: startTime comes first.
-            let status = generate_api_pod_status(pod, &before, &self.status_context(probes));
-            self.status_manager.set_pod_status(uid, status);
         }
         let result = self.runtime.sync_pod(pod, &before, &probes).await;
         self.reasons.update(uid, &result);

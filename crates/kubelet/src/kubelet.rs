@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::Pod;
 use tracing::{info, warn};
 
 use crate::active_deadline;
+use crate::cm::ContainerManager;
+use crate::eviction::{self, EvictedPods};
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::kuberuntime::labels::termination_grace_period;
 use crate::kuberuntime::pod_status::PodStatus;
@@ -34,6 +36,10 @@ pub struct Kubelet {
     pub runtime_name: String,
     /// Resync period of a healthy pod.
     pub sync_frequency: Duration,
+    /// Pod cgroups.
+    pub container_manager: Arc<ContainerManager>,
+    /// Evictions requested by the eviction manager.
+    pub evictions: Arc<EvictedPods>,
 }
 
 fn uid(pod: &Pod) -> &str {
@@ -49,6 +55,10 @@ impl Kubelet {
     pub async fn sync_pod(&self, pod: &Pod) -> Duration {
         let uid = uid(pod);
         let name = pod.metadata.name.as_deref().unwrap_or("");
+        if self.evictions.is_evicted(uid) {
+            // An evicted pod stays terminated with its Failed status.
+            return self.sync_frequency;
+        }
         let before = match self.runtime.get_pod_status(uid).await {
             Ok(status) => status,
             Err(e) => {
@@ -74,6 +84,10 @@ impl Kubelet {
         if past_deadline || is_terminal(&previous) {
             self.keep_stopped(pod, before, past_deadline, &probes).await;
             return self.sync_frequency;
+        }
+        if let Err(e) = self.container_manager.ensure_pod_cgroup(pod) {
+            warn!(pod = %name, error = %format!("{e:#}"), "failed to ensure that the pod cgroups exist");
+            return BACKOFF_PERIOD;
         }
         let result = self.runtime.sync_pod(pod, &before, &probes).await;
         self.reasons.update(uid, &result);
@@ -149,7 +163,9 @@ impl Kubelet {
     }
 
     /// Stops all containers and sandboxes of the pod (grace period `grace_override` or
-    /// the pod's), removes them, its log directory and cgroup, and forgets its status.
+    /// the pod's), removes them, its log directory and cgroup, and forgets its status,
+    /// unless the pod is being evicted: then its status becomes Failed with reason
+    /// `Evicted` (upstream `SyncTerminatingPod` with the eviction's status function).
     /// Returns false when something could not be cleaned up.
     pub async fn sync_terminating_pod(&self, pod: &Pod, grace_override: Option<i64>) -> bool {
         let uid = uid(pod);
@@ -165,12 +181,48 @@ impl Kubelet {
         };
         let mut errors = self.runtime.kill_pod(pod, &status, grace).await;
         let stopped = self.runtime.get_pod_status(uid).await.unwrap_or(status);
+        match self.evictions.message(uid) {
+            Some(message) => {
+                let ctx = self.status_context(ResultsManagers::default());
+                let mut status = generate_api_pod_status(pod, &stopped, &ctx);
+                evicted_status(&mut status, message);
+                self.status_manager.set_pod_status(uid, status);
+                self.evictions.complete(uid);
+            }
+            None => self.status_manager.remove_pod(uid),
+        }
         errors.extend(self.runtime.remove_pod(&stopped, namespace, name).await);
+        if let Err(e) = self.container_manager.destroy_pod_cgroup(uid) {
+            errors.push(format!("{e:#}"));
+        }
+        // The Burstable tier's shares shrink with the pod gone (upstream
+        // `UpdateQOSCgroups` in `SyncTerminatedPod`).
+        if let Err(e) = self.container_manager.update_qos_cgroups() {
+            warn!(error = %format!("{e:#}"), "updating the QoS cgroups");
+        }
         self.reasons.remove_pod(uid);
-        self.status_manager.remove_pod(uid);
         if !errors.is_empty() {
             warn!(pod = %name, error = %errors.join("; "), "pod termination incomplete");
         }
         errors.is_empty()
     }
+}
+
+/// Turns a terminated pod's status into an evicted one (upstream eviction `statusFn`):
+/// phase Failed, reason `Evicted`, the eviction message, and a `DisruptionTarget`
+/// condition with reason `TerminationByKubelet`.
+fn evicted_status(status: &mut k8s_openapi::api::core::v1::PodStatus, message: String) {
+    use k8s_openapi::api::core::v1::PodCondition;
+    status.phase = Some("Failed".to_owned());
+    status.reason = Some(eviction::REASON.to_owned());
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    conditions.retain(|c| c.type_ != eviction::DISRUPTION_TARGET);
+    conditions.push(PodCondition {
+        type_: eviction::DISRUPTION_TARGET.to_owned(),
+        status: "True".to_owned(),
+        reason: Some(eviction::TERMINATION_BY_KUBELET.to_owned()),
+        message: Some(message.clone()),
+        ..Default::default()
+    });
+    status.message = Some(message);
 }

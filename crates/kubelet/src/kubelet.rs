@@ -16,7 +16,7 @@ use crate::kuberuntime::labels::termination_grace_period;
 use crate::kuberuntime::pod_status::PodStatus;
 use crate::prober::managers::ResultsManagers;
 use crate::reason_cache::ReasonCache;
-use crate::status::generate::{StatusContext, generate_api_pod_status};
+use crate::status::generate::{StatusContext, generate_api_pod_status, mark_failed};
 use crate::status::{StatusManager, is_terminal};
 
 /// Resync delay after a failed sync (upstream `backOffPeriod`).
@@ -68,14 +68,20 @@ impl Kubelet {
         };
         // The probes helper passes its liveness, readiness and startup managers here.
         let probes = ResultsManagers::default();
-        let previous = self.status_manager.get_pod_status(uid);
-        let deadline_left = active_deadline::time_left(
-            pod,
-            previous.as_ref().and_then(|s| s.start_time.as_ref()),
-            crate::status::now(),
-        );
+        let previous = match self.status_manager.get_pod_status(uid) {
+            Some(previous) => previous,
+            None => {
+                // Upstream publishes the status before starting anything: startTime (from
+                // which the active deadline counts) comes first.
+                let status = generate_api_pod_status(pod, &before, &self.status_context(probes));
+                self.status_manager.set_pod_status(uid, status);
+                self.status_manager.get_pod_status(uid).unwrap_or_default()
+            }
+        };
+        let deadline_left =
+            active_deadline::time_left(pod, previous.start_time.as_ref(), crate::status::now());
         let past_deadline = deadline_left == Some(Duration::ZERO);
-        if past_deadline || previous.as_ref().is_some_and(is_terminal) {
+        if past_deadline || is_terminal(&previous) {
             self.keep_stopped(pod, before, past_deadline, &probes).await;
             return self.sync_frequency;
         }
@@ -147,9 +153,11 @@ impl Kubelet {
         };
         let mut api_status = generate_api_pod_status(pod, &status, &self.status_context(*probes));
         if past_deadline {
-            api_status.phase = Some("Failed".to_owned());
-            api_status.reason = Some(active_deadline::DEADLINE_EXCEEDED_REASON.to_owned());
-            api_status.message = Some(active_deadline::DEADLINE_EXCEEDED_MESSAGE.to_owned());
+            mark_failed(
+                &mut api_status,
+                active_deadline::DEADLINE_EXCEEDED_REASON,
+                active_deadline::DEADLINE_EXCEEDED_MESSAGE,
+            );
         }
         self.status_manager.set_pod_status(uid, api_status);
     }

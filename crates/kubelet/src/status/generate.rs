@@ -106,6 +106,23 @@ pub fn generate_api_pod_status(
     }
 }
 
+/// Makes `status` Failed with a pod-level `reason` and `message` (as upstream does for a
+/// pod killed by the kubelet, e.g. DeadlineExceeded); ContainersReady and Ready become
+/// False with reason PodFailed.
+pub fn mark_failed(status: &mut api::PodStatus, reason: &str, message: &str) {
+    status.phase = Some("Failed".to_owned());
+    status.reason = Some(reason.to_owned());
+    status.message = Some(message.to_owned());
+    for c in status.conditions.iter_mut().flatten() {
+        if c.type_ == "ContainersReady" || c.type_ == "Ready" {
+            *c = PodCondition {
+                type_: std::mem::take(&mut c.type_),
+                ..condition("", false, Some(POD_FAILED), None)
+            };
+        }
+    }
+}
+
 fn time(nanos: i64) -> Option<Time> {
     (nanos > 0)
         .then(|| Timestamp::from_nanosecond(i128::from(nanos)).ok().map(Time))
@@ -783,6 +800,23 @@ mod tests {
 
     fn waiting_reason(cs: &api::ContainerStatus) -> Option<&str> {
         cs.state.as_ref()?.waiting.as_ref()?.reason.as_deref()
+    }
+
+    #[test]
+    fn marked_failed_pod_is_not_ready() {
+        let p = pod("Always", &["a"]);
+        let running = runtime(vec![c("a", "1", ContainerState::ContainerRunning, 0, 0, 1)]);
+        let mut s = generate(&p, &running, &ReasonCache::default());
+        mark_failed(&mut s, "DeadlineExceeded", "too long");
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(s.reason.as_deref(), Some("DeadlineExceeded"));
+        for t in ["Ready", "ContainersReady"] {
+            let c = full_cond(&s, t);
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_deref()),
+                ("False", Some("PodFailed"))
+            );
+        }
     }
 
     #[test]

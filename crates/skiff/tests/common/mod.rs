@@ -200,6 +200,30 @@ spec:
     )
 }
 
+/// The status of init container `name` (Null when absent).
+pub fn init_container_status<'a>(pod: &'a Value, name: &str) -> &'a Value {
+    pod["status"]["initContainerStatuses"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .unwrap_or(&Value::Null)
+}
+
+/// The pod condition of type `type_` (Null when absent).
+pub fn pod_condition<'a>(pod: &'a Value, type_: &str) -> &'a Value {
+    pod["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+/// An RFC 3339 timestamp field of the API (panics on anything else).
+pub fn timestamp(value: &Value) -> chrono::DateTime<chrono::FixedOffset> {
+    value
+        .as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .unwrap_or_else(|| panic!("not a timestamp: {value}"))
+}
+
 /// A long-running pod that prints `VERSION=<version>` first.
 pub fn sleep_pod(name: &str, image: &str, version: &str) -> String {
     format!(

@@ -9,6 +9,8 @@ use tracing::warn;
 
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::kuberuntime::labels::termination_grace_period;
+use crate::prober::ProbeManager;
+use crate::prober::results::ProbeResults;
 use crate::reason_cache::ReasonCache;
 use crate::status::StatusManager;
 use crate::status::generate::{StatusContext, generate_api_pod_status};
@@ -30,6 +32,10 @@ pub struct Kubelet {
     pub runtime_name: String,
     /// Resync period of a healthy pod.
     pub sync_frequency: Duration,
+    /// Probe workers of the pods' containers.
+    pub probe_manager: ProbeManager,
+    /// Latest probe results (readiness and startup feed the status).
+    pub probe_results: ProbeResults,
 }
 
 fn uid(pod: &Pod) -> &str {
@@ -56,9 +62,13 @@ impl Kubelet {
             host_ip: &self.node_ip,
             runtime_name: &self.runtime_name,
             reasons: &self.reasons,
+            readiness: &self.probe_results.readiness,
+            startup: &self.probe_results.startup,
         };
         self.status_manager
             .set_pod_status(uid, generate_api_pod_status(pod, &after, &ctx));
+        // After the status: new workers see the containers at once.
+        self.probe_manager.add_pod(pod);
         if !result.failed() {
             return self.sync_frequency;
         }
@@ -78,6 +88,7 @@ impl Kubelet {
         let name = pod.metadata.name.as_deref().unwrap_or("");
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
         let grace = grace_override.unwrap_or_else(|| termination_grace_period(pod));
+        self.probe_manager.remove_pod(uid);
         let status = match self.runtime.get_pod_status(uid).await {
             Ok(status) => status,
             Err(e) => {

@@ -43,6 +43,8 @@ use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
 use pleg::GenericPleg;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
+use prober::results::ProbeResults;
+use prober::{ProbeManager, Prober};
 use status::StatusManager;
 use syncloop::{SyncLoop, SyncLoopInputs};
 
@@ -208,17 +210,26 @@ pub async fn run(
     info!(runtime = %version.runtime_name, version = %version.runtime_version, "connected to container runtime");
     let node_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
 
-    let runtime = Arc::new(KubeGenericRuntimeManager::new(
-        cri.clone(),
-        RuntimeManagerConfig {
-            pod_logs_dir: config.pod_logs_dir.clone(),
-            cgroup_root: config.cgroup_root.clone(),
-            node_ip: node_ip.clone(),
-            resolv_conf: PathBuf::from("/etc/resolv.conf"),
-            memory_capacity: cm::machine_memory_capacity(),
-        },
-    ));
+    let (probe_results, probe_updates) = ProbeResults::new();
+    let runtime = Arc::new(
+        KubeGenericRuntimeManager::new(
+            cri.clone(),
+            RuntimeManagerConfig {
+                pod_logs_dir: config.pod_logs_dir.clone(),
+                cgroup_root: config.cgroup_root.clone(),
+                node_ip: node_ip.clone(),
+                resolv_conf: PathBuf::from("/etc/resolv.conf"),
+                memory_capacity: cm::machine_memory_capacity(),
+            },
+        )
+        .with_probe_results(&probe_results),
+    );
     let status_manager = Arc::new(StatusManager::default());
+    let probe_manager = ProbeManager::new(
+        Arc::new(Prober::new(cri.clone())),
+        status_manager.clone(),
+        probe_results.clone(),
+    );
     let pod_manager = Arc::new(PodManager::default());
     let kubelet = Arc::new(kubelet::Kubelet {
         runtime,
@@ -227,6 +238,8 @@ pub async fn run(
         node_ip,
         runtime_name: version.runtime_name,
         sync_frequency: config.sync_frequency,
+        probe_manager,
+        probe_results,
     });
 
     let mut tasks = JoinSet::new();
@@ -293,6 +306,7 @@ pub async fn run(
         updates: update_rx,
         pleg: pleg_rx,
         results: results_rx,
+        probes: probe_updates,
     };
     SyncLoop::new(pod_manager, pod_workers, sources_ready, runtime_pods)
         .run(inputs, shutdown)

@@ -17,6 +17,7 @@ use crate::config::{PodOperation, PodUpdate, SourcesReady};
 use crate::pleg::{PodLifecycleEvent, PodLifecycleEventType, RuntimePods};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdateType, WorkerResult};
+use crate::prober::results::{ProbeResult, ProbeUpdate, ProbeUpdates};
 use crate::static_pod_starts::StaticPodStarts;
 
 /// How often the work queue is checked for pods due to sync (upstream `syncCh`, 1 s).
@@ -34,6 +35,8 @@ pub struct SyncLoopInputs {
     pub pleg: mpsc::Receiver<PodLifecycleEvent>,
     /// Completions reported by the pod workers.
     pub results: mpsc::UnboundedReceiver<WorkerResult>,
+    /// Liveness, readiness and startup result changes.
+    pub probes: ProbeUpdates,
 }
 
 /// The SyncLoop and the state only it touches.
@@ -78,6 +81,15 @@ impl SyncLoop {
                 Some(update) = inputs.updates.recv() => self.handle_update(update),
                 Some(event) = inputs.pleg.recv() => self.handle_pleg_event(&event),
                 Some(result) = inputs.results.recv() => self.handle_worker_result(result),
+                // Upstream: only a liveness failure needs a sync; any readiness or
+                // startup change updates the status.
+                Some(update) = inputs.probes.liveness.recv() => {
+                    if update.result == ProbeResult::Failure {
+                        self.handle_probe_sync(&update);
+                    }
+                }
+                Some(update) = inputs.probes.readiness.recv() => self.handle_probe_sync(&update),
+                Some(update) = inputs.probes.startup.recv() => self.handle_probe_sync(&update),
                 _ = sync_ticker.tick() => self.sync_due_pods(),
                 _ = housekeeping.tick() => {
                     // Read readiness first, then apply every update queued before it was
@@ -132,6 +144,13 @@ impl SyncLoop {
             return;
         }
         if let Some(pod) = self.pod_manager.get(&event.id) {
+            self.sync_pod(pod);
+        }
+    }
+
+    /// Syncs the pod of a changed probe result (upstream `handleProbeSync`).
+    fn handle_probe_sync(&mut self, update: &ProbeUpdate) {
+        if let Some(pod) = self.pod_manager.get(&update.pod_uid) {
             self.sync_pod(pod);
         }
     }

@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cri::Cri;
+use crate::prober::results::{ProbeResults, ResultsManager};
 use backoff::Backoff;
 use image::ImageManager;
 use pod_status::PodStatus;
@@ -45,6 +46,10 @@ pub struct KubeGenericRuntimeManager {
     config: RuntimeManagerConfig,
     image_manager: ImageManager,
     crash_backoff: Mutex<Backoff>,
+    /// Liveness results: a failed container is restarted.
+    liveness_manager: Arc<ResultsManager>,
+    /// Startup results: a failed container is restarted.
+    startup_manager: Arc<ResultsManager>,
 }
 
 impl KubeGenericRuntimeManager {
@@ -55,7 +60,17 @@ impl KubeGenericRuntimeManager {
             config,
             image_manager: ImageManager::default(),
             crash_backoff: Mutex::new(Backoff::default()),
+            liveness_manager: Arc::new(ResultsManager::new().0),
+            startup_manager: Arc::new(ResultsManager::new().0),
         }
+    }
+
+    /// Restarts containers whose liveness or startup probe failed, per `results` (without
+    /// this, no container is considered failed).
+    pub fn with_probe_results(mut self, results: &ProbeResults) -> Self {
+        self.liveness_manager = results.liveness.clone();
+        self.startup_manager = results.startup.clone();
+        self
     }
 
     /// The pod's sandboxes and containers as the runtime reports them.

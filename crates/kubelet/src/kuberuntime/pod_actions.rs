@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::labels::container_hash;
 use super::pod_status::PodStatus;
+use crate::prober::results::{ProbeResult, ResultsManager};
 
 /// A running container to kill, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,8 +97,15 @@ fn pod_sandbox_changed(pod: &Pod, status: &PodStatus) -> (bool, u32, String) {
     }
 }
 
-/// Computes the actions that bring `pod` from `status` to its spec.
-pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
+/// Computes the actions that bring `pod` from `status` to its spec. A running container
+/// whose `liveness` or `startup` result is Failure is killed, and restarted unless the
+/// restart policy is Never.
+pub fn compute_pod_actions(
+    pod: &Pod,
+    status: &PodStatus,
+    liveness: &ResultsManager,
+    startup: &ResultsManager,
+) -> PodActions {
     let containers: &[Container] = pod.spec.as_ref().map_or(&[], |s| &s.containers);
     let (create_sandbox, attempt, sandbox_id) = pod_sandbox_changed(pod, status);
     let mut actions = PodActions {
@@ -148,18 +156,36 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
             }
             continue;
         };
-        if running.hash == container_hash(container) {
-            keep_count += 1;
+        if running.hash != container_hash(container) {
+            actions.containers_to_start.push(i);
+            actions.containers_to_kill.push(ContainerToKill {
+                id: running.id.clone(),
+                name: container.name.clone(),
+                message: format!(
+                    "container {} definition changed, will be restarted",
+                    container.name
+                ),
+            });
             continue;
         }
-        actions.containers_to_start.push(i);
+        let failed_probe = if liveness.get(&running.id) == Some(ProbeResult::Failure) {
+            "liveness"
+        } else if startup.get(&running.id) == Some(ProbeResult::Failure) {
+            "startup"
+        } else {
+            keep_count += 1;
+            continue;
+        };
+        // Upstream's kill message; the container comes back unless the policy is Never.
+        let mut message = format!("Container {} failed {failed_probe} probe", container.name);
+        if should_restart_on_failure(pod) {
+            message.push_str(", will be restarted");
+            actions.containers_to_start.push(i);
+        }
         actions.containers_to_kill.push(ContainerToKill {
             id: running.id.clone(),
             name: container.name.clone(),
-            message: format!(
-                "container {} definition changed, will be restarted",
-                container.name
-            ),
+            message,
         });
     }
     if keep_count == 0 && actions.containers_to_start.is_empty() {
@@ -241,10 +267,57 @@ mod tests {
         }
     }
 
+    /// The actions without any probe results.
+    fn actions(p: &Pod, s: &PodStatus) -> PodActions {
+        let (liveness, _) = ResultsManager::new();
+        let (startup, _) = ResultsManager::new();
+        compute_pod_actions(p, s, &liveness, &startup)
+    }
+
+    #[test]
+    fn failed_liveness_or_startup_probe_kills_and_restarts_per_policy() {
+        for (policy, restarted) in [("Always", true), ("OnFailure", true), ("Never", false)] {
+            let p = pod(policy, &["live", "boot", "fine"]);
+            let s = status(
+                vec![sandbox("s1", true, 0)],
+                ["live", "boot", "fine"]
+                    .map(|n| container(&p, n, ContainerState::ContainerRunning, 0))
+                    .to_vec(),
+            );
+            let (liveness, _l) = ResultsManager::new();
+            let (startup, _s) = ResultsManager::new();
+            liveness.set("id-live", ProbeResult::Failure, "u");
+            liveness.set("id-fine", ProbeResult::Success, "u");
+            startup.set("id-boot", ProbeResult::Failure, "u");
+            startup.set("id-live", ProbeResult::Success, "u");
+            let a = compute_pod_actions(&p, &s, &liveness, &startup);
+            let suffix = if restarted { ", will be restarted" } else { "" };
+            assert_eq!(
+                a.containers_to_kill,
+                [
+                    ContainerToKill {
+                        id: "id-live".into(),
+                        name: "live".into(),
+                        message: format!("Container live failed liveness probe{suffix}"),
+                    },
+                    ContainerToKill {
+                        id: "id-boot".into(),
+                        name: "boot".into(),
+                        message: format!("Container boot failed startup probe{suffix}"),
+                    },
+                ],
+                "{policy}"
+            );
+            let expected: &[usize] = if restarted { &[0, 1] } else { &[] };
+            assert_eq!(a.containers_to_start, expected, "{policy}");
+            assert!(!a.kill_pod, "{policy}: the healthy container keeps the pod");
+        }
+    }
+
     #[test]
     fn new_pod_creates_sandbox_and_starts_all() {
         let p = pod("Always", &["a", "b"]);
-        let a = compute_pod_actions(&p, &status(vec![], vec![]));
+        let a = actions(&p, &status(vec![], vec![]));
         assert!(a.create_sandbox && a.kill_pod);
         assert_eq!(a.attempt, 0);
         assert_eq!(a.containers_to_start, vec![0, 1]);
@@ -258,7 +331,7 @@ mod tests {
             vec![container(&p, "a", ContainerState::ContainerRunning, 0)],
         );
         assert_eq!(
-            compute_pod_actions(&p, &s),
+            actions(&p, &s),
             PodActions {
                 sandbox_id: "s1".into(),
                 ..Default::default()
@@ -283,7 +356,7 @@ mod tests {
                     container(&p, "b", ContainerState::ContainerRunning, 0),
                 ],
             );
-            let a = compute_pod_actions(&p, &s);
+            let a = actions(&p, &s);
             assert_eq!(
                 a.containers_to_start == vec![0],
                 restart,
@@ -300,13 +373,13 @@ mod tests {
             vec![sandbox("s1", true, 0)],
             vec![container(&p, "a", ContainerState::ContainerExited, 0)],
         );
-        let a = compute_pod_actions(&p, &s);
+        let a = actions(&p, &s);
         assert!(a.kill_pod && !a.create_sandbox && a.containers_to_start.is_empty());
         let s = status(
             vec![sandbox("s1", false, 0)],
             vec![container(&p, "a", ContainerState::ContainerExited, 0)],
         );
-        let a = compute_pod_actions(&p, &s);
+        let a = actions(&p, &s);
         assert!(
             !a.create_sandbox,
             "a Never pod whose sandbox died is not recreated"
@@ -323,7 +396,7 @@ mod tests {
                 container(&p, "bad", ContainerState::ContainerExited, 1),
             ],
         );
-        let a = compute_pod_actions(&p, &s);
+        let a = actions(&p, &s);
         assert!(a.create_sandbox && a.kill_pod);
         assert_eq!(a.attempt, 3);
         assert_eq!(
@@ -338,7 +411,7 @@ mod tests {
         let p = pod("Always", &["a"]);
         let mut running = container(&p, "a", ContainerState::ContainerRunning, 0);
         running.hash = "old".into();
-        let a = compute_pod_actions(&p, &status(vec![sandbox("s1", true, 0)], vec![running]));
+        let a = actions(&p, &status(vec![sandbox("s1", true, 0)], vec![running]));
         assert_eq!(a.containers_to_start, vec![0]);
         assert_eq!(a.containers_to_kill.len(), 1);
         assert!(!a.kill_pod);
@@ -351,7 +424,7 @@ mod tests {
             vec![sandbox("s1", true, 0)],
             vec![container(&p, "a", ContainerState::ContainerCreated, 0)],
         );
-        let a = compute_pod_actions(&p, &s);
+        let a = actions(&p, &s);
         assert_eq!(a.containers_to_start, vec![0]);
         assert_eq!(
             a.containers_to_kill.first().map(|k| k.id.as_str()),

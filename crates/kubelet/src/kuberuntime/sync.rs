@@ -16,7 +16,8 @@ impl KubeGenericRuntimeManager {
     /// must go, creates a sandbox when needed (and its log directory), then starts each
     /// container due to start, honouring crash-loop and image-pull backoff.
     pub async fn sync_pod(&self, pod: &Pod, status: &PodStatus) -> PodSyncResult {
-        let actions = compute_pod_actions(pod, status);
+        let actions =
+            compute_pod_actions(pod, status, &self.liveness_manager, &self.startup_manager);
         let mut result = PodSyncResult::default();
         let grace = termination_grace_period(pod);
         let pod_name = pod.metadata.name.clone().unwrap_or_default();

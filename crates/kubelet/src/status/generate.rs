@@ -15,6 +15,8 @@ use k8s_openapi::jiff::Timestamp;
 use crate::cm::qos::pod_qos;
 use crate::kuberuntime::pod_actions::should_container_be_restarted;
 use crate::kuberuntime::pod_status::{ContainerStatus, PodStatus};
+use crate::prober::results::ResultsManager;
+use crate::prober::status::update_container_statuses;
 use crate::reason_cache::ReasonCache;
 
 /// Waiting reason of a container that has not been created yet.
@@ -28,6 +30,10 @@ pub struct StatusContext<'a> {
     pub runtime_name: &'a str,
     /// Last start failures.
     pub reasons: &'a ReasonCache,
+    /// Readiness probe results: `ready`, and the Ready and ContainersReady conditions.
+    pub readiness: &'a ResultsManager,
+    /// Startup probe results: `started`.
+    pub startup: &'a ResultsManager,
 }
 
 /// Builds the pod's v1 status from its runtime state. `lastTransitionTime` and
@@ -37,7 +43,9 @@ pub fn generate_api_pod_status(
     status: &PodStatus,
     ctx: &StatusContext<'_>,
 ) -> api::PodStatus {
-    let container_statuses = convert_container_statuses(pod, status, ctx);
+    let mut container_statuses = convert_container_statuses(pod, status, ctx);
+    let specs = pod.spec.as_ref().map_or(&[][..], |s| &s.containers);
+    update_container_statuses(specs, &mut container_statuses, ctx.readiness, ctx.startup);
     let phase = get_phase(pod, &container_statuses);
     let host_ips = (!ctx.host_ip.is_empty()).then(|| {
         vec![HostIP {
@@ -378,6 +386,8 @@ mod tests {
                 host_ip: "192.168.0.2",
                 runtime_name: "skiff",
                 reasons,
+                readiness: &ResultsManager::new().0,
+                startup: &ResultsManager::new().0,
             },
         )
     }

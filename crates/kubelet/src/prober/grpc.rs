@@ -103,6 +103,7 @@ mod tests {
 
     /// A gRPC server with the health service: "" and "web" serving, "db" not serving.
     async fn health_server() -> u16 {
+        use tonic_health::ServingStatus;
         let (reporter, service) = tonic_health::server::health_reporter();
         reporter
             .set_service_status("", ServingStatus::Serving)

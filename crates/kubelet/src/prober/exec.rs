@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_cri::v1::ExecSyncRequest;
 use tonic::Code;
 
-use super::prober::{HandlerResult, Outcome};
+use super::probe::{HandlerResult, Outcome};
 use crate::cri::Cri;
 
 /// Most bytes of command output kept (upstream `maxReadLength`, 10 KiB).

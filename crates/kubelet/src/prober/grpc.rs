@@ -11,7 +11,7 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use super::USER_AGENT;
-use super::prober::{Outcome, join_host_port};
+use super::probe::{Outcome, join_host_port};
 
 /// Checks `service` (empty: the whole server) on `host:port` within `timeout`. Messages
 /// are upstream's: `service healthy`, `service unhealthy (responded with "NOT_SERVING")`,

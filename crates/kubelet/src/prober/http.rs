@@ -19,7 +19,7 @@ use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 use tokio::net::TcpStream;
 
 use super::USER_AGENT;
-use super::prober::{Outcome, join_host_port, resolve_container_port};
+use super::probe::{Outcome, join_host_port, resolve_container_port};
 use super::tcp::dial;
 
 /// Most bytes of a response body read (upstream `maxRespBodyLength`, 10 KiB).

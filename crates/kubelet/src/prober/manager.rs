@@ -12,7 +12,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use super::ProbeType;
-use super::prober::ProbeRunner;
+use super::probe::ProbeRunner;
 use super::results::{ProbeResults, ResultsManager};
 use super::worker::{ProbeTiming, Worker};
 use crate::status::StatusManager;

@@ -11,7 +11,7 @@ pub mod exec;
 pub mod grpc;
 pub mod http;
 pub mod manager;
-pub mod prober;
+pub mod probe;
 pub mod results;
 pub mod status;
 pub mod tcp;
@@ -23,7 +23,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Container, Probe};
 
 pub use manager::ProbeManager;
-pub use prober::{ProbeRunner, Prober};
+pub use probe::{ProbeRunner, Prober};
 use results::ProbeResult;
 
 /// The `User-Agent` of HTTP and gRPC probes (upstream `kube-probe/<major>.<minor>`).

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
-use super::prober::{Outcome, join_host_port};
+use super::probe::{Outcome, join_host_port};
 
 /// Connects to `host:port` within `timeout` and closes the connection at once. Failures
 /// read like Go's dial errors: `dial tcp 10.88.0.5:8080: connect: connection refused`,

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::prober::ProbeRunner;
+use super::probe::ProbeRunner;
 use super::results::{ProbeResult, ResultsManager};
 use super::{ProbeType, runtime_container_id};
 use crate::status::{StatusManager, now};

@@ -17,6 +17,9 @@ pub struct ContainerToKill {
     pub name: String,
     /// Why it is killed (logged).
     pub message: String,
+    /// Grace period in seconds instead of the pod's: the failed probe's
+    /// `terminationGracePeriodSeconds`.
+    pub grace_period: Option<i64>,
 }
 
 /// The actions of one SyncPod (upstream `podActions`).
@@ -151,6 +154,7 @@ pub fn compute_pod_actions(
                         id: c.id.clone(),
                         name: c.name.clone(),
                         message: "container is in an unknown or never-started state".to_owned(),
+                        grace_period: None,
                     });
                 }
             }
@@ -165,13 +169,14 @@ pub fn compute_pod_actions(
                     "container {} definition changed, will be restarted",
                     container.name
                 ),
+                grace_period: None,
             });
             continue;
         }
-        let failed_probe = if liveness.get(&running.id) == Some(ProbeResult::Failure) {
-            "liveness"
+        let (failed_probe, probe) = if liveness.get(&running.id) == Some(ProbeResult::Failure) {
+            ("liveness", container.liveness_probe.as_ref())
         } else if startup.get(&running.id) == Some(ProbeResult::Failure) {
-            "startup"
+            ("startup", container.startup_probe.as_ref())
         } else {
             keep_count += 1;
             continue;
@@ -186,6 +191,7 @@ pub fn compute_pod_actions(
             id: running.id.clone(),
             name: container.name.clone(),
             message,
+            grace_period: probe.and_then(|p| p.termination_grace_period_seconds),
         });
     }
     if keep_count == 0 && actions.containers_to_start.is_empty() {
@@ -277,7 +283,14 @@ mod tests {
     #[test]
     fn failed_liveness_or_startup_probe_kills_and_restarts_per_policy() {
         for (policy, restarted) in [("Always", true), ("OnFailure", true), ("Never", false)] {
-            let p = pod(policy, &["live", "boot", "fine"]);
+            let mut p = pod(policy, &["live", "boot", "fine"]);
+            if let Some(live) = p.spec.as_mut().and_then(|s| s.containers.first_mut()) {
+                // Its liveness probe gives its own grace period; the startup probe has none.
+                live.liveness_probe = Some(k8s_openapi::api::core::v1::Probe {
+                    termination_grace_period_seconds: Some(7),
+                    ..Default::default()
+                });
+            }
             let s = status(
                 vec![sandbox("s1", true, 0)],
                 ["live", "boot", "fine"]
@@ -299,11 +312,13 @@ mod tests {
                         id: "id-live".into(),
                         name: "live".into(),
                         message: format!("Container live failed liveness probe{suffix}"),
+                        grace_period: Some(7),
                     },
                     ContainerToKill {
                         id: "id-boot".into(),
                         name: "boot".into(),
                         message: format!("Container boot failed startup probe{suffix}"),
+                        grace_period: None,
                     },
                 ],
                 "{policy}"

@@ -32,7 +32,12 @@ impl KubeGenericRuntimeManager {
         } else {
             for kill in &actions.containers_to_kill {
                 if let Err(e) = self
-                    .kill_container(&kill.id, &kill.name, grace, &kill.message)
+                    .kill_container(
+                        &kill.id,
+                        &kill.name,
+                        kill.grace_period.unwrap_or(grace),
+                        &kill.message,
+                    )
                     .await
                 {
                     result.errors.push(e);

@@ -7,7 +7,8 @@ use super::ProbeType;
 
 /// Appends the problems of `container`'s probes to `errors` as `field: message`, where
 /// `field` is the container's path (`spec.containers[0]`): exactly one handler, no
-/// negative timing, and a `successThreshold` of 1 for liveness and startup probes.
+/// negative timing, a `successThreshold` of 1 for liveness and startup probes, and a
+/// positive `terminationGracePeriodSeconds` only on those.
 pub fn validate_probes(errors: &mut Vec<String>, field: &str, container: &Container) {
     for probe_type in ProbeType::ALL {
         if let Some(probe) = probe_type.spec(container) {
@@ -54,17 +55,23 @@ fn validate_probe(errors: &mut Vec<String>, field: &str, probe_type: ProbeType, 
         ("periodSeconds", probe.period_seconds),
         ("successThreshold", probe.success_threshold),
         ("failureThreshold", probe.failure_threshold),
-        (
-            "terminationGracePeriodSeconds",
-            probe
-                .termination_grace_period_seconds
-                .map(|v| i32::try_from(v).unwrap_or(i32::MAX)),
-        ),
     ];
     for (name, value) in fields {
         if let Some(v) = value.filter(|v| *v < 0) {
             errors.push(format!(
                 "{field}.{name}: Invalid value: {v}: must be greater than or equal to 0"
+            ));
+        }
+    }
+    if let Some(v) = probe.termination_grace_period_seconds {
+        let problem = match probe_type {
+            ProbeType::Readiness => Some("must not be set for readinessProbes"),
+            _ if v <= 0 => Some("must be greater than 0"),
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            errors.push(format!(
+                "{field}.terminationGracePeriodSeconds: Invalid value: {v}: {problem}"
             ));
         }
     }
@@ -96,6 +103,7 @@ mod tests {
             liveness_probe: Some(Probe {
                 exec: exec(),
                 success_threshold: Some(2),
+                termination_grace_period_seconds: Some(0),
                 ..Default::default()
             }),
             readiness_probe: Some(Probe {
@@ -106,6 +114,7 @@ mod tests {
                 }),
                 success_threshold: Some(3),
                 period_seconds: Some(-1),
+                termination_grace_period_seconds: Some(5),
                 ..Default::default()
             }),
             startup_probe: Some(Probe::default()),
@@ -119,6 +128,8 @@ mod tests {
                 "spec.containers[0].startupProbe: Required value: must specify a handler type",
                 "spec.containers[0].readinessProbe: Forbidden: may not specify more than 1 handler type",
                 "spec.containers[0].readinessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes",
+                "spec.containers[0].livenessProbe.terminationGracePeriodSeconds: Invalid value: 0: must be greater than 0",
                 "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
             ]
         );

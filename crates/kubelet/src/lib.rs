@@ -5,9 +5,13 @@
 //! [`kuberuntime`] over the [`cri::Cri`] trait; the [`pleg`] reports runtime changes,
 //! the [`status`] manager keeps pod statuses, and [`server`] serves them read-only.
 
+pub mod active_deadline;
 pub mod cm;
 pub mod config;
 pub mod cri;
+pub mod eviction;
+pub mod garbage_collection;
+pub mod images;
 pub mod kubelet;
 pub mod kuberuntime;
 pub mod pleg;
@@ -35,12 +39,19 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use cm::container_manager::ActivePods;
+use cm::{ContainerManager, ContainerManagerConfig};
+use config::SourcesReady;
 use config::file::FileSource;
-use config::static_pod::FILE_SOURCE;
-use config::{PodConfig, SourcesReady};
+use config::http::HttpSource;
+use config::static_pod::{FILE_SOURCE, HTTP_SOURCE};
 use cri::Cri;
+use eviction::threshold::parse_thresholds;
+use eviction::{EvictedPods, EvictionManager, EvictionManagerConfig};
+use images::gc::{ImageGcManager, ImageGcPolicy};
+use kuberuntime::gc::{ContainerGc, GcPolicy};
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
-use pleg::GenericPleg;
+use pleg::Pleg;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
 use prober::results::ProbeResults;
@@ -130,6 +141,8 @@ pub struct KubeletConfig {
     pub max_containers: i32,
     /// Pull one image at a time (`serializeImagePulls`, true).
     pub serialize_image_pulls: bool,
+    /// Maximum number of processes per pod cgroup (`podPidsLimit`, -1: unlimited).
+    pub pod_pids_limit: i64,
 }
 
 impl Default for KubeletConfig {
@@ -177,6 +190,7 @@ impl Default for KubeletConfig {
             max_per_pod_container: 1,
             max_containers: -1,
             serialize_image_pulls: true,
+            pod_pids_limit: -1,
         }
     }
 }
@@ -210,27 +224,50 @@ pub async fn run(
     info!(runtime = %version.runtime_name, version = %version.runtime_version, "connected to container runtime");
     let node_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
 
-    let (probe_results, probe_updates) = ProbeResults::new();
-    let runtime = Arc::new(
-        KubeGenericRuntimeManager::new(
-            cri.clone(),
-            RuntimeManagerConfig {
-                pod_logs_dir: config.pod_logs_dir.clone(),
-                cgroup_root: config.cgroup_root.clone(),
-                node_ip: node_ip.clone(),
-                resolv_conf: PathBuf::from("/etc/resolv.conf"),
-                memory_capacity: cm::machine_memory_capacity(),
-            },
-        )
-        .with_probe_results(&probe_results),
-    );
+    let pod_manager = Arc::new(PodManager::default());
+    let evictions = Arc::new(EvictedPods::default());
+    let active_pods: ActivePods = {
+        let (pod_manager, evictions) = (pod_manager.clone(), evictions.clone());
+        Arc::new(move || {
+            pod_manager
+                .pods()
+                .into_iter()
+                .filter(|p| !evictions.is_evicted(p.metadata.uid.as_deref().unwrap_or("")))
+                .collect()
+        })
+    };
+    let allocatable_enforced = config
+        .enforce_node_allocatable
+        .iter()
+        .any(|e| e == cm::container_manager::ENFORCE_PODS);
+    let thresholds = parse_thresholds(&config.eviction_hard, allocatable_enforced)?;
+    let (cm_config, capacity) = ContainerManagerConfig::from_kubelet_config(&config, &thresholds)?;
+    let container_manager = Arc::new(ContainerManager::new(
+        cm_config,
+        capacity,
+        active_pods.clone(),
+    )?);
+    container_manager
+        .start()
+        .context("setting up the kubepods cgroups")?;
+
+    let runtime = Arc::new(KubeGenericRuntimeManager::new(
+        cri.clone(),
+        RuntimeManagerConfig {
+            pod_logs_dir: config.pod_logs_dir.clone(),
+            cgroup_root: config.cgroup_root.clone(),
+            node_ip: node_ip.clone(),
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            memory_capacity: cm::machine_memory_capacity(),
+        },
+    ));
     let status_manager = Arc::new(StatusManager::default());
+    let (probe_results, probe_updates) = ProbeResults::new();
     let probe_manager = ProbeManager::new(
         Arc::new(Prober::new(cri.clone())),
         status_manager.clone(),
         probe_results.clone(),
     );
-    let pod_manager = Arc::new(PodManager::default());
     let kubelet = Arc::new(kubelet::Kubelet {
         runtime,
         status_manager: status_manager.clone(),
@@ -240,46 +277,86 @@ pub async fn run(
         sync_frequency: config.sync_frequency,
         probe_manager,
         probe_results,
+        container_manager: container_manager.clone(),
+        evictions: evictions.clone(),
     });
+    let sources_ready = SourcesReady::default();
 
     let mut tasks = JoinSet::new();
-    let mut pleg = GenericPleg::new(cri);
+    let mut pleg = Pleg::new(cri.clone());
     if let Err(e) = pleg.relist().await {
         warn!(error = %e.message(), "initial PLEG relist failed");
     }
     let runtime_pods = pleg.runtime_pods();
+    let pleg_health = pleg.health();
     let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
     tasks.spawn(pleg.run(pleg_tx));
 
-    let sources_ready = SourcesReady::default();
+    let container_gc = Arc::new(ContainerGc::new(
+        cri.clone(),
+        GcPolicy {
+            min_age: config.minimum_container_ttl,
+            max_per_pod_container: config.max_per_pod_container,
+            max_containers: config.max_containers,
+        },
+        config.pod_logs_dir.clone(),
+        Arc::new(garbage_collection::PodStates {
+            pod_manager: pod_manager.clone(),
+            evictions: evictions.clone(),
+        }),
+        sources_ready.clone(),
+    ));
+    let image_gc = Arc::new(ImageGcManager::new(
+        cri.clone(),
+        ImageGcPolicy {
+            high_threshold_percent: config.image_gc_high_threshold_percent,
+            low_threshold_percent: config.image_gc_low_threshold_percent,
+            min_age: config.image_minimum_gc_age,
+        },
+    ));
+    tasks.spawn(garbage_collection::container_gc_loop(container_gc.clone()));
+    tasks.spawn(garbage_collection::image_gc_loop(image_gc.clone()));
+    let (eviction_tx, eviction_rx) = mpsc::channel(8);
+    let eviction_manager = Arc::new(EvictionManager::new(
+        EvictionManagerConfig {
+            thresholds,
+            monitoring_period: config.eviction_monitoring_period,
+            pressure_transition_period: config.eviction_pressure_transition_period,
+            root_dir: config.root_dir.clone(),
+            pod_logs_dir: config.pod_logs_dir.clone(),
+        },
+        cri.clone(),
+        container_manager.clone(),
+        image_gc,
+        container_gc,
+        evictions.clone(),
+        active_pods,
+        eviction_tx,
+    ));
+    tasks.spawn(eviction_manager.run());
+
     let (update_tx, update_rx) = mpsc::channel(64);
-    match config.pod_manifest_path.clone() {
-        Some(dir) => {
-            info!(path = %dir.display(), "watching static pod manifests");
-            let (snapshot_tx, mut snapshots) = mpsc::channel(4);
-            tasks.spawn(
-                FileSource::new(dir, config.node_name.clone(), config.file_check_frequency)
-                    .run(snapshot_tx),
-            );
-            let mut pod_config = PodConfig::new(&[FILE_SOURCE]);
-            let sources_ready = sources_ready.clone();
-            tasks.spawn(async move {
-                while let Some(snapshot) = snapshots.recv().await {
-                    for update in pod_config.merge(FILE_SOURCE, snapshot) {
-                        if update_tx.send(update).await.is_err() {
-                            return;
-                        }
-                    }
-                    // Only now: the SyncLoop applies queued updates before it trusts this.
-                    if pod_config.all_sources_seen() {
-                        sources_ready.mark_ready();
-                    }
-                }
-            });
-        }
-        // No source configured: all (zero) sources are ready at once.
-        None => sources_ready.mark_ready(),
+    let (snapshot_tx, snapshots) = mpsc::channel(4);
+    let mut sources = Vec::new();
+    if let Some(dir) = config.pod_manifest_path.clone() {
+        info!(path = %dir.display(), "watching static pod manifests");
+        sources.push(FILE_SOURCE);
+        let source = FileSource::new(dir, config.node_name.clone(), config.file_check_frequency);
+        tasks.spawn(source.run(snapshot_tx.clone()));
     }
+    if let Some(url) = config.manifest_url.clone() {
+        info!(url = %url, "polling the static pod manifest URL");
+        sources.push(HTTP_SOURCE);
+        let source = HttpSource::new(
+            url,
+            config.manifest_url_header.clone(),
+            config.node_name.clone(),
+            config.http_check_frequency,
+        );
+        tasks.spawn(source.run(snapshot_tx));
+    }
+    let ready = sources_ready.clone();
+    tasks.spawn(async move { config::run(&sources, snapshots, update_tx, ready).await });
 
     if config.read_only_port != 0 {
         let listener = server::bind(config.read_only_port)
@@ -292,7 +369,8 @@ pub async fn run(
         let app = server::router(server::ServerState {
             pod_manager: pod_manager.clone(),
             status_manager,
-        });
+        })
+        .merge(server::healthz::router(pleg_health));
         tasks.spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 warn!(error = %e, "read-only server stopped");
@@ -307,10 +385,18 @@ pub async fn run(
         pleg: pleg_rx,
         results: results_rx,
         probes: probe_updates,
+        evictions: eviction_rx,
     };
-    SyncLoop::new(pod_manager, pod_workers, sources_ready, runtime_pods)
-        .run(inputs, shutdown)
-        .await;
+    SyncLoop::new(
+        pod_manager,
+        pod_workers,
+        sources_ready,
+        runtime_pods,
+        evictions,
+        container_manager,
+    )
+    .run(inputs, shutdown)
+    .await;
     tasks.shutdown().await;
     Ok(())
 }
@@ -356,7 +442,7 @@ mod tests {
             port: 0,
             read_only_port: 0,
             file_check_frequency: Duration::from_secs(1),
-            cgroup_root: "/skiff-unit-test-nonexistent".into(),
+            cgroups_per_qos: false,
             ..KubeletConfig::default()
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use tracing::info;
 
 use super::KubeGenericRuntimeManager;
+use super::backoff::{Backoff, go_duration};
 use super::container_linux::linux_container_config;
 use super::env::{EnvContext, expand_command_and_args, make_environment};
 use super::labels::{container_annotations, container_hash, container_labels};
@@ -97,47 +98,55 @@ fn from_unix_nanos(nanos: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(nanos.max(0) as u64)
 }
 
+/// The crash-loop backoff check of `container` at `now` (upstream `doBackOff`): when its
+/// newest instance exited and `now` is within the current backoff of that exit, errors
+/// with `CrashLoopBackOff`, upstream's message and the time left; otherwise records this
+/// restart, so the first restart is immediate and the next ones wait 10 s, 20 s, ... 5 min.
+pub fn check_crash_backoff(
+    backoff: &mut Backoff,
+    pod: &Pod,
+    container: &Container,
+    status: &PodStatus,
+    now: SystemTime,
+) -> Result<(), (SyncError, Duration)> {
+    let Some(exited) = status
+        .find_container_status_by_name(&container.name)
+        .filter(|c| c.state == ContainerState::ContainerExited)
+    else {
+        return Ok(());
+    };
+    let key = backoff_key(pod, container);
+    let finished = from_unix_nanos(exited.finished_at);
+    if backoff.is_in_backoff_since(&key, finished, now) {
+        // Upstream formats the pod as `name_namespace(uid)` (`format.Pod`).
+        let meta = &pod.metadata;
+        let message = format!(
+            "back-off {} restarting failed container={} pod={}_{}({})",
+            go_duration(backoff.get(&key)),
+            container.name,
+            meta.name.as_deref().unwrap_or(""),
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.uid.as_deref().unwrap_or("")
+        );
+        return Err((
+            SyncError::new(CRASH_LOOP_BACK_OFF, message),
+            backoff.remaining_since(&key, finished, now),
+        ));
+    }
+    backoff.next(&key, finished, now);
+    Ok(())
+}
+
 impl KubeGenericRuntimeManager {
-    /// Checks the crash-loop backoff of a container that exited before: errors with
-    /// `CrashLoopBackOff` (and the time left) while the last exit is more recent than the
-    /// current backoff, otherwise records this restart so the next one waits longer.
+    /// [`check_crash_backoff`] with the manager's backoff, now.
     pub(crate) fn do_backoff(
         &self,
         pod: &Pod,
         container: &Container,
         status: &PodStatus,
     ) -> Result<(), (SyncError, Duration)> {
-        let Some(exited) = status
-            .find_container_status_by_name(&container.name)
-            .filter(|c| c.state == ContainerState::ContainerExited)
-        else {
-            return Ok(());
-        };
-        let key = backoff_key(pod, container);
-        let finished = from_unix_nanos(exited.finished_at);
-        let now = SystemTime::now();
         let mut backoff = self.lock_crash_backoff();
-        if !backoff.contains(&key) {
-            backoff.next(&key, finished, now);
-        }
-        if backoff.is_in_backoff_since(&key, finished, now) {
-            // Upstream formats the pod as `name_namespace(uid)` (`format.Pod`).
-            let meta = &pod.metadata;
-            let message = format!(
-                "back-off {}s restarting failed container={} pod={}_{}({})",
-                backoff.get(&key).as_secs(),
-                container.name,
-                meta.name.as_deref().unwrap_or(""),
-                meta.namespace.as_deref().unwrap_or(""),
-                meta.uid.as_deref().unwrap_or("")
-            );
-            return Err((
-                SyncError::new(CRASH_LOOP_BACK_OFF, message),
-                backoff.remaining_since(&key, finished, now),
-            ));
-        }
-        backoff.next(&key, finished, now);
-        Ok(())
+        check_crash_backoff(&mut backoff, pod, container, status, SystemTime::now())
     }
 
     /// Pulls the image if needed, then creates and starts one container in sandbox

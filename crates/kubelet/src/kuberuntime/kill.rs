@@ -2,19 +2,20 @@
 //! `killContainer`, and the pod cleanup the kubelet and its garbage collector do).
 
 use std::path::Path;
+use std::time::Instant;
 
 use futures::future::join_all;
 use k8s_cri::v1::{
     ContainerState, RemoveContainerRequest, RemovePodSandboxRequest, StopContainerRequest,
     StopPodSandboxRequest,
 };
+use k8s_openapi::api::core::v1::Pod;
 use tracing::{info, warn};
 
 use super::KubeGenericRuntimeManager;
-use super::pod_status::PodStatus;
+use super::pod_status::{ContainerStatus, PodStatus};
 use super::sandbox::pod_log_directory;
-use crate::cm::cgroups::{pod_cgroup_parent, remove_pod_cgroup};
-use crate::cm::qos::QosClass;
+use super::termination_order::termination_order;
 
 /// Shortest grace period given to a container (upstream `minimumGracePeriodInSeconds`).
 const MIN_GRACE_PERIOD: i64 = 2;
@@ -39,24 +40,33 @@ impl KubeGenericRuntimeManager {
             .map_err(|e| format!("stopping container {name} ({id}): {}", e.message()))
     }
 
-    /// Stops every running or created container of the pod in parallel with
-    /// `grace_period`, then stops all its sandboxes. Returns the failures.
-    pub async fn kill_pod(&self, status: &PodStatus, grace_period: i64) -> Vec<String> {
-        let live = status.containers.iter().filter(|c| {
-            matches!(
-                c.state,
-                ContainerState::ContainerRunning
-                    | ContainerState::ContainerCreated
-                    | ContainerState::ContainerUnknown
-            )
-        });
-        let mut errors: Vec<String> = join_all(
-            live.map(|c| self.kill_container(&c.id, &c.name, grace_period, "pod is being killed")),
-        )
-        .await
-        .into_iter()
-        .filter_map(Result::err)
-        .collect();
+    /// Stops every running or created container of the pod with `grace_period`: the
+    /// regular containers in parallel, then the native sidecars of `pod` one by one in
+    /// reverse order with what is left of the grace period (see [`termination_order`]);
+    /// then stops all its sandboxes. Returns the failures.
+    pub async fn kill_pod(&self, pod: &Pod, status: &PodStatus, grace_period: i64) -> Vec<String> {
+        let live: Vec<&ContainerStatus> = status
+            .containers
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    ContainerState::ContainerRunning
+                        | ContainerState::ContainerCreated
+                        | ContainerState::ContainerUnknown
+                )
+            })
+            .collect();
+        let started = Instant::now();
+        let mut errors = Vec::new();
+        for round in termination_order(pod, &live) {
+            let elapsed = i64::try_from(started.elapsed().as_secs()).unwrap_or(i64::MAX);
+            let grace = grace_period.saturating_sub(elapsed);
+            let stops = round
+                .iter()
+                .map(|c| self.kill_container(&c.id, &c.name, grace, "pod is being killed"));
+            errors.extend(join_all(stops).await.into_iter().filter_map(Result::err));
+        }
         for sandbox in &status.sandboxes {
             let req = StopPodSandboxRequest {
                 pod_sandbox_id: sandbox.id.clone(),
@@ -68,9 +78,9 @@ impl KubeGenericRuntimeManager {
         errors
     }
 
-    /// Removes a killed pod: its containers, sandboxes, log directory
-    /// (`<pod_logs_dir>/<ns>_<name>_<uid>`) and pod cgroup in every hierarchy and QoS
-    /// tier. `namespace`/`name` are used when no sandbox tells them. Returns the failures.
+    /// Removes a killed pod: its containers, sandboxes and log directory
+    /// (`<pod_logs_dir>/<ns>_<name>_<uid>`); the container manager removes its cgroup.
+    /// `namespace`/`name` are used when no sandbox tells them. Returns the failures.
     pub async fn remove_pod(&self, status: &PodStatus, namespace: &str, name: &str) -> Vec<String> {
         let mut errors = Vec::new();
         for c in &status.containers {
@@ -112,19 +122,6 @@ impl KubeGenericRuntimeManager {
         log_dirs.dedup();
         for dir in log_dirs {
             remove_dir_if_present(&dir, &mut errors);
-        }
-        for qos in [
-            QosClass::Guaranteed,
-            QosClass::Burstable,
-            QosClass::BestEffort,
-        ] {
-            if let Err(e) = remove_pod_cgroup(&pod_cgroup_parent(
-                &self.config.cgroup_root,
-                qos,
-                &status.uid,
-            )) {
-                errors.push(e.to_string());
-            }
         }
         if !errors.is_empty() {
             warn!(uid = %status.uid, errors = %errors.join("; "), "pod cleanup incomplete");

@@ -6,6 +6,7 @@ pub mod container;
 pub mod container_linux;
 pub mod dns;
 pub mod env;
+pub mod gc;
 pub mod image;
 pub mod image_ref;
 pub mod kill;
@@ -15,12 +16,12 @@ pub mod pod_status;
 pub mod sandbox;
 pub mod sync;
 pub mod sync_result;
+pub mod termination_order;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cri::Cri;
-use crate::prober::results::{ProbeResults, ResultsManager};
 use backoff::Backoff;
 use image::ImageManager;
 use pod_status::PodStatus;
@@ -46,10 +47,6 @@ pub struct KubeGenericRuntimeManager {
     config: RuntimeManagerConfig,
     image_manager: ImageManager,
     crash_backoff: Mutex<Backoff>,
-    /// Liveness results: a failed container is restarted.
-    liveness_manager: Arc<ResultsManager>,
-    /// Startup results: a failed container is restarted.
-    startup_manager: Arc<ResultsManager>,
 }
 
 impl KubeGenericRuntimeManager {
@@ -60,17 +57,7 @@ impl KubeGenericRuntimeManager {
             config,
             image_manager: ImageManager::default(),
             crash_backoff: Mutex::new(Backoff::default()),
-            liveness_manager: Arc::new(ResultsManager::new().0),
-            startup_manager: Arc::new(ResultsManager::new().0),
         }
-    }
-
-    /// Restarts containers whose liveness or startup probe failed, per `results` (without
-    /// this, no container is considered failed).
-    pub fn with_probe_results(mut self, results: &ProbeResults) -> Self {
-        self.liveness_manager = results.liveness.clone();
-        self.startup_manager = results.startup.clone();
-        self
     }
 
     /// The pod's sandboxes and containers as the runtime reports them.

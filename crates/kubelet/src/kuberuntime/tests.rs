@@ -12,6 +12,7 @@ use super::sync_result::{
 };
 use super::{KubeGenericRuntimeManager, RuntimeManagerConfig};
 use crate::cri::fake::FakeCri;
+use crate::prober::managers::ResultsManagers;
 
 fn manager(cri: &Arc<FakeCri>, logs: &std::path::Path) -> KubeGenericRuntimeManager {
     KubeGenericRuntimeManager::new(
@@ -56,7 +57,7 @@ async fn sync_creates_sandbox_and_container_once() {
     let m = manager(&cri, logs.path());
     let p = pod("busybox", "Always");
     let status = m.get_pod_status("uid1").await.unwrap();
-    let result = m.sync_pod(&p, &status).await;
+    let result = m.sync_pod(&p, &status, &ResultsManagers::default()).await;
     assert!(!result.failed(), "{}", result.error_message());
     assert_eq!(
         cri.calls(),
@@ -76,7 +77,11 @@ async fn sync_creates_sandbox_and_container_once() {
     // A second sync (or a restarted kubelet with a new manager) adopts the running container.
     let m2 = manager(&cri, logs.path());
     let status = m2.get_pod_status("uid1").await.unwrap();
-    assert!(!m2.sync_pod(&p, &status).await.failed());
+    assert!(
+        !m2.sync_pod(&p, &status, &ResultsManagers::default())
+            .await
+            .failed()
+    );
     assert_eq!(cri.calls().len(), 4, "nothing restarted: {:?}", cri.calls());
     assert_eq!(cri.container_ids(), vec![id]);
 }
@@ -87,32 +92,92 @@ async fn crashed_container_restarts_with_backoff_and_counts_restarts() {
     let logs = tempfile::tempdir().unwrap();
     let m = manager(&cri, logs.path());
     let p = pod("busybox:1.36", "Always");
-    m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+    let no_probes = ResultsManagers::default();
+    m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap(), &no_probes)
         .await;
     let first = cri.container_ids()[0].clone();
     cri.set_container_state(&first, ContainerState::ContainerExited, 1);
 
-    // Just exited: the restart waits for the backoff.
+    // The first crash restarts at once, with restartCount 1.
     let result = m
-        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap(), &no_probes)
         .await;
-    let error = result.start_results[0].1.clone().unwrap();
-    assert_eq!(error.reason, CRASH_LOOP_BACK_OFF);
-    assert!(error.message.contains("back-off 10s"), "{}", error.message);
-    assert!(result.retry_after.is_some_and(|r| r.as_secs() <= 10));
-    assert_eq!(cri.container_ids().len(), 1);
-
-    // A new manager (restarted kubelet) that sees an old exit restarts with restartCount 1.
-    let m2 = manager(&cri, logs.path());
-    let mut status = m2.get_pod_status("uid1").await.unwrap();
-    status.containers[0].finished_at -= 11_000_000_000;
-    let result = m2.sync_pod(&p, &status).await;
     assert!(!result.failed(), "{}", result.error_message());
     let second = cri.container_ids()[1].clone();
     let c = cri.container(&second).unwrap();
     assert_eq!(c.annotations[CONTAINER_RESTART_COUNT_ANNOTATION], "1");
     assert_eq!(c.log_path, "c/1.log");
     assert_eq!(c.metadata.unwrap().attempt, 1);
+
+    // The second waits 10 s.
+    cri.set_container_state(&second, ContainerState::ContainerExited, 1);
+    let result = m
+        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap(), &no_probes)
+        .await;
+    let error = result.start_results[0].1.clone().unwrap();
+    assert_eq!(error.reason, CRASH_LOOP_BACK_OFF);
+    assert_eq!(
+        error.message,
+        "back-off 10s restarting failed container=c pod=web-node_default(uid1)"
+    );
+    assert!(result.retry_after.is_some_and(|r| r.as_secs() <= 10));
+    assert_eq!(cri.container_ids().len(), 2);
+}
+
+#[test]
+fn crash_backoff_doubles_with_an_injected_clock() {
+    use super::backoff::Backoff;
+    use super::container::check_crash_backoff;
+    use super::pod_status::{ContainerStatus, PodStatus};
+    use std::time::{Duration, SystemTime};
+    let p = pod("busybox:1.36", "Always");
+    let container = &p.spec.as_ref().unwrap().containers[0];
+    let at = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + secs);
+    let exited_at = |secs: u64| PodStatus {
+        containers: vec![ContainerStatus {
+            id: "x".into(),
+            name: "c".into(),
+            state: ContainerState::ContainerExited,
+            created_at: 0,
+            started_at: 0,
+            finished_at: at(secs)
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as i64,
+            exit_code: 1,
+            image: String::new(),
+            image_ref: String::new(),
+            hash: String::new(),
+            restart_count: 0,
+            reason: "Error".into(),
+            message: String::new(),
+        }],
+        ..Default::default()
+    };
+    let mut backoff = Backoff::default();
+    let mut check = |exit: u64, now: u64| {
+        check_crash_backoff(&mut backoff, &p, container, &exited_at(exit), at(now)).map_err(
+            |(e, left)| {
+                (
+                    e.message.split(' ').nth(1).unwrap().to_owned(),
+                    left.as_secs(),
+                )
+            },
+        )
+    };
+    // First exit: restart at once.
+    assert_eq!(check(0, 0), Ok(()));
+    // Second exit at 1 s: wait until 11 s.
+    assert_eq!(check(1, 2), Err(("10s".to_owned(), 9)));
+    assert_eq!(check(1, 11), Ok(()));
+    // Third exit at 12 s: 20 s; then 40 s.
+    assert_eq!(check(12, 12), Err(("20s".to_owned(), 20)));
+    assert_eq!(check(12, 32), Ok(()));
+    assert_eq!(check(33, 40), Err(("40s".to_owned(), 33)));
+    assert_eq!(check(33, 73), Ok(()));
+    // A run of more than 10 minutes after the last restart starts over.
+    assert_eq!(check(73 + 601, 73 + 601), Ok(()));
+    assert_eq!(check(73 + 602, 73 + 602), Err(("10s".to_owned(), 10)));
 }
 
 #[tokio::test]
@@ -125,11 +190,19 @@ async fn pull_failure_then_backoff_and_invalid_names() {
     let reason =
         |r: &super::sync_result::PodSyncResult| r.start_results[0].1.clone().map(|e| e.reason);
     let r = m
-        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .sync_pod(
+            &p,
+            &m.get_pod_status("uid1").await.unwrap(),
+            &ResultsManagers::default(),
+        )
         .await;
     assert_eq!(reason(&r), Some(ERR_IMAGE_PULL));
     let r = m
-        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .sync_pod(
+            &p,
+            &m.get_pod_status("uid1").await.unwrap(),
+            &ResultsManagers::default(),
+        )
         .await;
     assert_eq!(reason(&r), Some(IMAGE_PULL_BACK_OFF));
     assert_eq!(
@@ -142,7 +215,11 @@ async fn pull_failure_then_backoff_and_invalid_names() {
 
     let p = pod("Bad Image", "Always");
     let r = m
-        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .sync_pod(
+            &p,
+            &m.get_pod_status("uid1").await.unwrap(),
+            &ResultsManagers::default(),
+        )
         .await;
     assert_eq!(reason(&r), Some(INVALID_IMAGE_NAME));
 }
@@ -153,12 +230,20 @@ async fn if_not_present_skips_pull_when_present() {
     let logs = tempfile::tempdir().unwrap();
     let m = manager(&cri, logs.path());
     let p = pod("busybox:1.36", "Always");
-    m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
-        .await;
+    m.sync_pod(
+        &p,
+        &m.get_pod_status("uid1").await.unwrap(),
+        &ResultsManagers::default(),
+    )
+    .await;
     let mut p2 = p.clone();
     p2.metadata.uid = Some("uid2".into());
-    m.sync_pod(&p2, &m.get_pod_status("uid2").await.unwrap())
-        .await;
+    m.sync_pod(
+        &p2,
+        &m.get_pod_status("uid2").await.unwrap(),
+        &ResultsManagers::default(),
+    )
+    .await;
     assert_eq!(
         cri.calls()
             .iter()
@@ -174,10 +259,14 @@ async fn kill_and_remove_pod_cleans_everything() {
     let logs = tempfile::tempdir().unwrap();
     let m = manager(&cri, logs.path());
     let p = pod("busybox", "Always");
-    m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
-        .await;
+    m.sync_pod(
+        &p,
+        &m.get_pod_status("uid1").await.unwrap(),
+        &ResultsManagers::default(),
+    )
+    .await;
     let status = m.get_pod_status("uid1").await.unwrap();
-    assert!(m.kill_pod(&status, 30).await.is_empty());
+    assert!(m.kill_pod(&p, &status, 30).await.is_empty());
     assert!(cri.calls().contains(&"StopContainer:30".to_owned()));
     let stopped = m.get_pod_status("uid1").await.unwrap();
     assert!(
@@ -202,17 +291,29 @@ async fn never_pod_that_completed_is_not_restarted() {
     let logs = tempfile::tempdir().unwrap();
     let m = manager(&cri, logs.path());
     let p = pod("busybox", "Never");
-    m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
-        .await;
+    m.sync_pod(
+        &p,
+        &m.get_pod_status("uid1").await.unwrap(),
+        &ResultsManagers::default(),
+    )
+    .await;
     let id = cri.container_ids()[0].clone();
     cri.set_container_state(&id, ContainerState::ContainerExited, 0);
     let r = m
-        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .sync_pod(
+            &p,
+            &m.get_pod_status("uid1").await.unwrap(),
+            &ResultsManagers::default(),
+        )
         .await;
     assert!(!r.failed());
     // The pod is done: its sandbox is stopped and nothing new is created.
     let r = m
-        .sync_pod(&p, &m.get_pod_status("uid1").await.unwrap())
+        .sync_pod(
+            &p,
+            &m.get_pod_status("uid1").await.unwrap(),
+            &ResultsManagers::default(),
+        )
         .await;
     assert!(!r.failed());
     assert_eq!(cri.container_ids(), vec![id]);

@@ -5,15 +5,16 @@
 //! [`ProbeManager`] runs one [`worker`] per (pod, container, probe type); each worker
 //! probes through a [`ProbeRunner`] (in production the [`Prober`], whose handlers are
 //! [`exec`], [`http`], [`tcp`] and [`grpc`]) and records results with thresholds applied.
-//! [`status`] turns the results into `containerStatuses[].ready` / `started`.
+//! The status generation turns the results into `containerStatuses[].ready` / `started`
+//! ([`managers::ResultsManagers`]).
 
 pub mod exec;
 pub mod grpc;
 pub mod http;
 pub mod manager;
+pub mod managers;
 pub mod probe;
 pub mod results;
-pub mod status;
 pub mod tcp;
 pub mod validation;
 pub mod worker;

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;
 
+use super::managers::ResultsManagers;
+
 /// Outcome of a probe (upstream `results.Result`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeResult {
@@ -98,6 +100,15 @@ pub struct ProbeUpdates {
 }
 
 impl ProbeResults {
+    /// The managers as SyncPod and the status generation read them.
+    pub fn managers(&self) -> ResultsManagers<'_> {
+        ResultsManagers {
+            liveness: Some(&self.liveness),
+            readiness: Some(&self.readiness),
+            startup: Some(&self.startup),
+        }
+    }
+
     /// Three empty managers and their change streams.
     pub fn new() -> (Self, ProbeUpdates) {
         let (liveness, liveness_rx) = ResultsManager::new();

@@ -1,5 +1,7 @@
 //! The kubelet's read-only HTTP port (upstream `pkg/kubelet/server`, `--read-only-port`):
-//! `GET /healthz` and `GET /pods`.
+//! `GET /healthz` ([`healthz`]) and `GET /pods`.
+
+pub mod healthz;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,10 +26,7 @@ pub struct ServerState {
 
 /// The router of the read-only port.
 pub fn router(state: ServerState) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/pods", get(pods))
-        .with_state(state)
+    Router::new().route("/pods", get(pods)).with_state(state)
 }
 
 /// Binds `0.0.0.0:port` (errors if the port is taken) and serves until the task is dropped.
@@ -60,7 +59,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[tokio::test]
-    async fn serves_healthz_and_pod_list() {
+    async fn serves_pod_list() {
         let pod_manager = Arc::new(PodManager::default());
         let status_manager = Arc::new(StatusManager::default());
         pod_manager.add_or_update(Pod {
@@ -103,7 +102,6 @@ mod tests {
                 .map(|(_, b)| b.to_owned())
                 .unwrap_or_default()
         };
-        assert_eq!(get("/healthz").await, "ok");
         let list: serde_json::Value = serde_json::from_str(&get("/pods").await).unwrap();
         assert_eq!(list["kind"], "PodList");
         assert_eq!(list["apiVersion"], "v1");

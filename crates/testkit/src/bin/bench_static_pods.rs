@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
-use skiff_testkit::{Node, NodeOptions, Registry};
+use skiff_testkit::{Node, NodeOptions, NodeRuntime, Registry};
 
 const POLL: Duration = Duration::from_millis(20);
 const WARMUP_TIMEOUT: Duration = Duration::from_secs(180);
@@ -61,6 +61,7 @@ fn run() -> anyhow::Result<()> {
     let node = Node::start(NodeOptions {
         skiff_bin: args.skiff.clone(),
         extra_args: Vec::new(),
+        runtime: NodeRuntime::Embedded,
     })?;
 
     warm_up(&node, &reference)?;

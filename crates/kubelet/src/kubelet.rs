@@ -195,6 +195,11 @@ impl Kubelet {
         if let Err(e) = self.container_manager.destroy_pod_cgroup(uid) {
             errors.push(format!("{e:#}"));
         }
+        // The Burstable tier's shares shrink with the pod gone (upstream
+        // `UpdateQOSCgroups` in `SyncTerminatedPod`).
+        if let Err(e) = self.container_manager.update_qos_cgroups() {
+            warn!(error = %format!("{e:#}"), "updating the QoS cgroups");
+        }
         self.reasons.remove_pod(uid);
         if !errors.is_empty() {
             warn!(pod = %name, error = %errors.join("; "), "pod termination incomplete");

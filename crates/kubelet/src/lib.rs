@@ -14,6 +14,7 @@ pub mod garbage_collection;
 pub mod images;
 pub mod kubelet;
 pub mod kuberuntime;
+pub mod metrics;
 pub mod pleg;
 pub mod pod_dirs;
 pub mod pod_manager;
@@ -22,13 +23,14 @@ pub mod prober;
 pub mod reason_cache;
 pub mod server;
 pub mod static_pod_starts;
+pub mod stats;
 pub mod status;
 pub mod syncloop;
 pub mod volume;
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,9 +51,11 @@ use cri::Cri;
 use eviction::threshold::parse_thresholds;
 use eviction::{EvictedPods, EvictionManager, EvictionManagerConfig};
 use images::gc::{ImageGcManager, ImageGcPolicy};
+use kuberuntime::env::NodeAllocatable;
 use kuberuntime::gc::{ContainerGc, GcPolicy};
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
 use pleg::Pleg;
+use pod_dirs::PodDirs;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
 use prober::results::ProbeResults;
@@ -209,6 +213,7 @@ pub async fn run(
     cri: Arc<dyn Cri>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let cri: Arc<dyn Cri> = Arc::new(metrics::InstrumentedCri::new(cri));
     std::fs::create_dir_all(&config.root_dir).with_context(|| {
         format!(
             "creating kubelet root directory {}",
@@ -222,7 +227,9 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("CRI Version call failed: {}", e.message()))?;
     info!(runtime = %version.runtime_name, version = %version.runtime_version, "connected to container runtime");
-    let node_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
+    let node_ip_addr = config.node_ip.unwrap_or_else(detect_node_ip);
+    let node_ip = node_ip_addr.to_string();
+    metrics::metrics().set_node_name(&config.node_name);
 
     let pod_manager = Arc::new(PodManager::default());
     let evictions = Arc::new(EvictedPods::default());
@@ -259,6 +266,11 @@ pub async fn run(
             node_ip: node_ip.clone(),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             memory_capacity: cm::machine_memory_capacity(),
+            pod_dirs: PodDirs::new(&config.root_dir),
+            allocatable: NodeAllocatable::from_machine(
+                &config.root_dir,
+                &[&config.system_reserved, &config.kube_reserved],
+            ),
         },
     ));
     let status_manager = Arc::new(StatusManager::default());
@@ -283,12 +295,14 @@ pub async fn run(
     let sources_ready = SourcesReady::default();
 
     let mut tasks = JoinSet::new();
+    let (server_cri, server_cri_state) = (cri.clone(), cri.clone());
     let mut pleg = Pleg::new(cri.clone());
     if let Err(e) = pleg.relist().await {
         warn!(error = %e.message(), "initial PLEG relist failed");
     }
     let runtime_pods = pleg.runtime_pods();
     let pleg_health = pleg.health();
+    metrics::metrics().set_pleg(pleg.relist_stats(), pleg_health.clone());
     let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
     tasks.spawn(pleg.run(pleg_tx));
 
@@ -358,25 +372,21 @@ pub async fn run(
     let ready = sources_ready.clone();
     tasks.spawn(async move { config::run(&sources, snapshots, update_tx, ready).await });
 
-    if config.read_only_port != 0 {
-        let listener = server::bind(config.read_only_port)
-            .await
-            .with_context(|| format!("binding read-only port {}", config.read_only_port))?;
-        info!(
-            port = config.read_only_port,
-            "serving read-only kubelet API"
-        );
-        let app = server::router(server::ServerState {
-            pod_manager: pod_manager.clone(),
-            status_manager,
-        })
-        .merge(server::healthz::router(pleg_health));
-        tasks.spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                warn!(error = %e, "read-only server stopped");
-            }
-        });
-    }
+    let server_state = server::ServerState {
+        pod_manager: pod_manager.clone(),
+        status_manager,
+        summary: stats::SummaryProvider::new(
+            server_cri,
+            config.node_name.clone(),
+            config.root_dir.clone(),
+            config.pod_logs_dir.clone(),
+        )
+        .with_pods_cgroup(config.cgroup_root.join("kubepods")),
+        cri: server_cri_state,
+        pod_logs_dir: config.pod_logs_dir.clone(),
+        log_root: PathBuf::from("/var/log"),
+    };
+    serve_ports(&config, node_ip_addr, server_state, pleg_health, &mut tasks).await?;
 
     let (results_tx, results_rx) = mpsc::unbounded_channel();
     let pod_workers = PodWorkers::new(kubelet, results_tx);
@@ -398,6 +408,55 @@ pub async fn run(
     .run(inputs, shutdown)
     .await;
     tasks.shutdown().await;
+    Ok(())
+}
+
+/// Serves the read-only port (plain HTTP) and the main port (HTTPS) on
+/// `config.address`, each unless its port is 0.
+///
+/// Errors when a port cannot be bound or the serving certificate cannot be loaded or
+/// created.
+async fn serve_ports(
+    config: &KubeletConfig,
+    node_ip: IpAddr,
+    state: server::ServerState,
+    pleg_health: pleg::PlegHealth,
+    tasks: &mut JoinSet<()>,
+) -> anyhow::Result<()> {
+    if config.read_only_port != 0 {
+        let addr = SocketAddr::new(config.address, config.read_only_port);
+        let listener = server::bind(addr)
+            .await
+            .with_context(|| format!("binding read-only port {addr}"))?;
+        info!(%addr, "serving read-only kubelet API");
+        let app = server::router(state.clone()).merge(server::healthz::router(pleg_health.clone()));
+        tasks.spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                warn!(error = %e, "read-only server stopped");
+            }
+        });
+    }
+    if config.port != 0 {
+        let source = match (&config.tls_cert_file, &config.tls_private_key_file) {
+            (Some(cert), Some(key)) => server::tls::CertSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            _ => server::tls::CertSource::SelfSigned {
+                dir: config.root_dir.join("pki"),
+                node_name: config.node_name.clone(),
+                node_ip,
+            },
+        };
+        let tls = server::tls::server_config(&source)?;
+        let addr = SocketAddr::new(config.address, config.port);
+        let listener = server::bind(addr)
+            .await
+            .with_context(|| format!("binding kubelet port {addr}"))?;
+        info!(%addr, "serving kubelet API over HTTPS");
+        let app = server::main_router(state).merge(server::healthz::router(pleg_health));
+        tasks.spawn(server::serve_tls(listener, tls, app));
+    }
     Ok(())
 }
 

@@ -389,6 +389,8 @@ mod tests {
                 node_ip: "10.0.0.2".into(),
                 resolv_conf: "/etc/resolv.conf".into(),
                 memory_capacity: 1 << 30,
+                pod_dirs: crate::pod_dirs::PodDirs::new(dir.path().join("root")),
+                allocatable: Default::default(),
             },
         );
         let (probe_results, _probe_updates) = crate::prober::results::ProbeResults::new();

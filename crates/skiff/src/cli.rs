@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The node agent. Embeds the CRI runtime unless --container-runtime-endpoint is given.
-    Kubelet(KubeletArgs),
+    Kubelet(Box<KubeletArgs>),
     /// The CRI runtime alone, serving CRI v1 on `<state>/skiff.sock`.
     Runtime(RuntimeArgs),
     /// Image store tools (`skiff image import FILE|DIR`).
@@ -91,11 +91,12 @@ pub struct KubeletArgs {
     /// Address the kubelet's ports listen on [default: 127.0.0.1].
     #[arg(long, value_name = "IP")]
     pub address: Option<IpAddr>,
-    /// Main HTTPS port; 0 disables it [default: 10250].
+    /// Main HTTPS port (logs, exec, attach, port-forward, stats; no authentication yet);
+    /// 0 disables it [default: 10250].
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
-    /// Read-only HTTP port (`/healthz`, `/pods`); 0 disables it [default: 10255; 0 with
-    /// --config, as upstream's KubeletConfiguration].
+    /// Read-only HTTP port (`/healthz`, `/pods`, `/stats/summary`, `/metrics`); 0 disables
+    /// it [default: 10255; 0 with --config, as upstream's KubeletConfiguration].
     #[arg(long, value_name = "PORT")]
     pub read_only_port: Option<u16>,
     /// Serving certificate of the main port [default: self-signed].

@@ -163,7 +163,7 @@ mod tests {
         match crate::cli::Cli::try_parse_from(argv) {
             Ok(crate::cli::Cli {
                 command: crate::cli::Command::Kubelet(args),
-            }) => args,
+            }) => *args,
             other => panic!("{other:?}"),
         }
     }

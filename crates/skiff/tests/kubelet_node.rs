@@ -148,11 +148,16 @@ impl SmallNodeFs {
     }
 
     fn unmount(&self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 
 impl Drop for SmallNodeFs {
+    /// Unmounts on failure paths too (a no-op after [`SmallNodeFs::unmount`]).
     fn drop(&mut self) {
         self.unmount();
     }
@@ -230,6 +235,18 @@ fn pod_cgroups_eviction_and_container_gc() {
         "the burstable pod cgroup removed",
         Duration::from_secs(20),
         || !cgroup_exists(&burst_cg),
+    );
+    // Without Burstable pods, the Burstable tier is back to the minimum.
+    let burstable_tier = format!("{root}/kubepods/burstable");
+    let (file, minimum) = if is_v2() {
+        ("cpu.weight", "1")
+    } else {
+        ("cpu.shares", "2")
+    };
+    poll(
+        "the burstable tier's shares reset",
+        Duration::from_secs(10),
+        || cgroup_file("cpu", &burstable_tier, file) == minimum,
     );
 
     // nodefs pressure: fill the tmpfs past the threshold. The BestEffort pod with the most

@@ -8,18 +8,21 @@ use k8s_cri::v1::{
     KeyValue, Mount, PodSandboxConfig, StartContainerRequest,
 };
 use k8s_openapi::api::core::v1::{Container, Pod};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::KubeGenericRuntimeManager;
 use super::backoff::{Backoff, go_duration};
 use super::container_linux::linux_container_config;
-use super::env::{EnvContext, expand_command_and_args, make_environment};
+use super::env::{EnvContext, NodeAllocatable, expand_command_and_args, make_environment};
+use super::labels::termination_grace_period;
 use super::labels::{container_annotations, container_hash, container_labels};
+use super::lifecycle::{HookTarget, format_pod, run_handler};
 use super::pod_status::PodStatus;
 use super::sync_result::{
     CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
-    RUN_CONTAINER_ERROR, SyncError,
+    POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR, SyncError,
 };
+use super::termination_message::termination_message_mount;
 
 /// Inputs of a container config that come from the sandbox and node.
 pub struct ContainerContext<'a> {
@@ -29,6 +32,8 @@ pub struct ContainerContext<'a> {
     pub host_ip: &'a str,
     /// Machine memory in bytes (for the Burstable OOM score).
     pub memory_capacity: i64,
+    /// The node's allocatable resources (for `resourceFieldRef` env vars).
+    pub allocatable: NodeAllocatable,
     /// Host paths mounted into the container: its volume mounts and the kubelet's own
     /// files (such as the termination message file), in mount order.
     pub mounts: Vec<Mount>,
@@ -49,6 +54,7 @@ pub fn generate_container_config(
         &EnvContext {
             pod_ips: ctx.pod_ips,
             host_ip: ctx.host_ip,
+            allocatable: ctx.allocatable,
         },
     )?;
     let (command, args) = expand_command_and_args(container, &env);
@@ -150,7 +156,9 @@ impl KubeGenericRuntimeManager {
     }
 
     /// Pulls the image if needed, then creates and starts one container in sandbox
-    /// `sandbox_id`. Its restart count continues from the newest container of that name.
+    /// `sandbox_id` with its termination message file mounted, and runs its postStart
+    /// hook; a failed hook kills the container (`PostStartHookError`). Its restart count
+    /// continues from the newest container of that name.
     pub(crate) async fn start_container(
         &self,
         pod: &Pod,
@@ -167,11 +175,20 @@ impl KubeGenericRuntimeManager {
         let restart_count = status
             .find_container_status_by_name(&container.name)
             .map_or(0, |c| c.restart_count + 1);
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let termination_mount = termination_message_mount(&self.config.pod_dirs, uid, container)
+            .map_err(|e| {
+                SyncError::new(
+                    CREATE_CONTAINER_CONFIG_ERROR,
+                    format!("creating the termination message file: {e}"),
+                )
+            })?;
         let ctx = ContainerContext {
             pod_ips,
             host_ip: &self.config.node_ip,
             memory_capacity: self.config.memory_capacity,
-            mounts: Vec::new(),
+            allocatable: self.config.allocatable,
+            mounts: termination_mount.into_iter().collect(),
         };
         let config = generate_container_config(pod, container, restart_count, &image_ref, &ctx)
             .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
@@ -204,6 +221,54 @@ impl KubeGenericRuntimeManager {
             restart_count,
             "started container"
         );
-        Ok(())
+        self.run_post_start_hook(pod, container, &created.container_id, pod_ips)
+            .await
+    }
+
+    /// Runs the container's postStart hook, if any; when it fails, kills the container
+    /// (upstream reason `FailedPostStartHook`) and errors with `PostStartHookError`.
+    async fn run_post_start_hook(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        container_id: &str,
+        pod_ips: &[String],
+    ) -> Result<(), SyncError> {
+        let Some(hook) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        else {
+            return Ok(());
+        };
+        let meta = &pod.metadata;
+        let pod_name = format_pod(
+            meta.name.as_deref().unwrap_or(""),
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.uid.as_deref().unwrap_or(""),
+        );
+        let target = HookTarget {
+            container_id,
+            container_name: &container.name,
+            pod: &pod_name,
+            pod_ip: pod_ips.first().map(String::as_str),
+            ports: container.ports.as_deref().unwrap_or_default(),
+        };
+        let Err(message) = run_handler(&*self.cri, hook, &target).await else {
+            return Ok(());
+        };
+        warn!(pod = %pod_name, container = %container.name, error = %message, "postStart hook failed");
+        if let Err(e) = self
+            .kill_container(
+                container_id,
+                &container.name,
+                termination_grace_period(pod),
+                "FailedPostStartHook",
+            )
+            .await
+        {
+            warn!(pod = %pod_name, container = %container.name, error = %e, "killing the container after its failed postStart hook");
+        }
+        Err(SyncError::new(POST_START_HOOK_ERROR, message))
     }
 }

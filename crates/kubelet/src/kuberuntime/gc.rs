@@ -129,7 +129,8 @@ pub fn select_sandboxes(sandboxes: &[GcSandbox], removable: impl Fn(&str) -> boo
         list.sort_by_key(|s| std::cmp::Reverse(s.created_at));
         let keep_newest = !removable(uid);
         for (i, s) in list.iter().enumerate() {
-            if !s.active && !(keep_newest && i == 0) {
+            let keep = s.active || (keep_newest && i == 0);
+            if !keep {
                 remove.push(s.id.clone());
             }
         }
@@ -306,12 +307,10 @@ impl ContainerGc {
             .await
             && let Some(status) = status.status
             && !status.log_path.is_empty()
+            && let Err(e) = std::fs::remove_file(&status.log_path)
+            && e.kind() != std::io::ErrorKind::NotFound
         {
-            if let Err(e) = std::fs::remove_file(&status.log_path)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
-                warn!(path = %status.log_path, error = %e, "removing container log");
-            }
+            warn!(path = %status.log_path, error = %e, "removing container log");
         }
         self.cri
             .remove_container(RemoveContainerRequest {

@@ -3,12 +3,15 @@
 use std::sync::Arc;
 
 use k8s_cri::v1::ContainerState;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ExecAction, Lifecycle, LifecycleHandler, Pod, PodSpec, SleepAction,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::labels::CONTAINER_RESTART_COUNT_ANNOTATION;
 use super::sync_result::{
     CRASH_LOOP_BACK_OFF, ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME,
+    POST_START_HOOK_ERROR,
 };
 use super::{KubeGenericRuntimeManager, RuntimeManagerConfig};
 use crate::cri::fake::FakeCri;
@@ -23,6 +26,8 @@ fn manager(cri: &Arc<FakeCri>, logs: &std::path::Path) -> KubeGenericRuntimeMana
             node_ip: "192.168.0.2".into(),
             resolv_conf: "/nonexistent".into(),
             memory_capacity: 8 << 30,
+            pod_dirs: crate::pod_dirs::PodDirs::new(logs.join("root")),
+            allocatable: Default::default(),
         },
     )
 }
@@ -323,5 +328,107 @@ async fn never_pod_that_completed_is_not_restarted() {
             .filter(|c| c.starts_with("RunPodSandbox"))
             .count(),
         1
+    );
+}
+
+/// A pod whose container has a postStart and a preStop hook.
+fn pod_with_hooks(post_start: LifecycleHandler, pre_stop: LifecycleHandler) -> Pod {
+    let mut p = pod("busybox", "Always");
+    if let Some(spec) = p.spec.as_mut() {
+        spec.termination_grace_period_seconds = Some(5);
+        spec.containers[0].lifecycle = Some(Lifecycle {
+            post_start: Some(post_start),
+            pre_stop: Some(pre_stop),
+            ..Default::default()
+        });
+    }
+    p
+}
+
+fn sleep_handler(seconds: i64) -> LifecycleHandler {
+    LifecycleHandler {
+        sleep: Some(SleepAction { seconds }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn pre_stop_time_counts_against_the_grace_period() {
+    let cri = Arc::new(FakeCri::default());
+    let logs = tempfile::tempdir().unwrap();
+    let m = manager(&cri, logs.path());
+    let p = pod_with_hooks(sleep_handler(0), sleep_handler(1));
+    let result = m
+        .sync_pod(
+            &p,
+            &m.get_pod_status("uid1").await.unwrap(),
+            &ResultsManagers::default(),
+        )
+        .await;
+    assert!(!result.failed(), "{}", result.error_message());
+
+    // The termination message file is mounted at the default path.
+    let id = cri.container_ids()[0].clone();
+    let mounts = cri.container(&id).unwrap().mounts;
+    assert_eq!(mounts.len(), 1);
+    assert_eq!(mounts[0].container_path, "/dev/termination-log");
+    let container_dir = logs.path().join("root/pods/uid1/containers/c");
+    assert!(std::path::Path::new(&mounts[0].host_path).starts_with(&container_dir));
+    assert!(std::path::Path::new(&mounts[0].host_path).is_file());
+
+    // The 1 s preStop sleep leaves 4 of the 5 s for StopContainer.
+    let status = m.get_pod_status("uid1").await.unwrap();
+    assert!(m.kill_pod(&p, &status, 5).await.is_empty());
+    assert!(
+        cri.calls().contains(&"StopContainer:4".to_owned()),
+        "{:?}",
+        cri.calls()
+    );
+    let status = m.get_pod_status("uid1").await.unwrap();
+    assert!(
+        m.remove_pod(&status, "default", "web-node")
+            .await
+            .is_empty()
+    );
+    assert!(!logs.path().join("root/pods/uid1").exists());
+}
+
+#[tokio::test]
+async fn failed_post_start_hook_kills_the_container() {
+    let cri = Arc::new(FakeCri::default());
+    let logs = tempfile::tempdir().unwrap();
+    let m = manager(&cri, logs.path());
+    // The fake runtime has no ExecSync: the exec hook fails.
+    let exec = LifecycleHandler {
+        exec: Some(ExecAction {
+            command: Some(vec!["sh".into(), "-c".into(), "exit 1".into()]),
+        }),
+        ..Default::default()
+    };
+    let p = pod_with_hooks(exec, sleep_handler(0));
+    let result = m
+        .sync_pod(
+            &p,
+            &m.get_pod_status("uid1").await.unwrap(),
+            &ResultsManagers::default(),
+        )
+        .await;
+    let error = result.start_results[0].1.clone().unwrap();
+    assert_eq!(error.reason, POST_START_HOOK_ERROR);
+    assert!(
+        error.message.starts_with(
+            r#"Exec lifecycle hook ([sh -c exit 1]) for Container "c" in Pod "web-node_default(uid1)" failed - error: "#
+        ),
+        "{}",
+        error.message
+    );
+    assert_eq!(
+        cri.calls().last().map(String::as_str),
+        Some("StopContainer:5")
+    );
+    let id = cri.container_ids()[0].clone();
+    assert_eq!(
+        cri.container(&id).unwrap().state,
+        ContainerState::ContainerExited as i32
     );
 }

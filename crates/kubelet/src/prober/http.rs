@@ -12,15 +12,13 @@ use hyper::body::Bytes;
 use hyper::header::{CONNECTION, HOST, LOCATION};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::{Container, HTTPGetAction};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
 use super::USER_AGENT;
 use super::probe::{Outcome, join_host_port, resolve_container_port};
 use super::tcp::dial;
+use crate::kuberuntime::insecure_tls;
 
 /// Most bytes of a response body read (upstream `maxRespBodyLength`, 10 KiB).
 const MAX_BODY: usize = 10 * 1024;
@@ -363,67 +361,12 @@ async fn tls_connect(
     host: &str,
     tcp: TcpStream,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(SkipCertificateVerification(provider)))
-        .with_no_client_auth();
+    let config = insecure_tls::client_config().map_err(|e| e.to_string())?;
     let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
     tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
         .map_err(|e| e.to_string())
-}
-
-/// Accepts every certificate, verifies handshake signatures with `0`'s algorithms.
-#[derive(Debug)]
-struct SkipCertificateVerification(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for SkipCertificateVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[cfg(test)]

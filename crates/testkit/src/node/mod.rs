@@ -75,6 +75,7 @@ pub struct Node {
     id: String,
     dir: PathBuf,
     port: u16,
+    main_port: u16,
     pod_cidr: String,
     child: Option<Child>,
     /// UIDs of every pod seen in `/pods`, for leftover checks and cleanup.
@@ -96,6 +97,7 @@ impl Node {
             containerd: None,
             dir,
             port: 0,
+            main_port: 0,
             pod_cidr: String::new(),
             child: None,
             seen_uids: Mutex::new(BTreeSet::new()),
@@ -114,6 +116,7 @@ impl Node {
             &node.dir.join("ipam"),
         )?;
         node.port = sys::free_port()?;
+        node.main_port = sys::free_port()?;
         if let NodeRuntime::Containerd { registry } = &node.opts.runtime {
             node.containerd = Some(containerd::Containerd::start(&node.dir, registry)?);
         }
@@ -134,6 +137,12 @@ impl Node {
     /// The kubelet's read-only HTTP port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The kubelet's HTTPS port (`--port`) on 127.0.0.1; its self-signed certificate is
+    /// `<dir>/kubelet/pki/kubelet.crt`.
+    pub fn main_port(&self) -> u16 {
+        self.main_port
     }
 
     /// The pod subnet of the CNI config, e.g. `10.243.17.0/24`.
@@ -390,6 +399,8 @@ impl Node {
             .arg(dir("kubelet"))
             .arg("--read-only-port")
             .arg(self.port.to_string())
+            .arg("--port")
+            .arg(self.main_port.to_string())
             .arg("--hostname-override")
             .arg(self.node_name())
             .arg("--file-check-frequency")

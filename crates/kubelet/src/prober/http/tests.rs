@@ -4,8 +4,8 @@ use std::process::Command;
 
 use k8s_openapi::api::core::v1::{ContainerPort, HTTPHeader};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use rustls::pki_types::PrivateKeyDer;
 use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 

@@ -14,7 +14,9 @@ use crate::eviction::{self, EvictedPods};
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::kuberuntime::labels::termination_grace_period;
 use crate::kuberuntime::pod_status::PodStatus;
+use crate::prober::ProbeManager;
 use crate::prober::managers::ResultsManagers;
+use crate::prober::results::ProbeResults;
 use crate::reason_cache::ReasonCache;
 use crate::status::generate::{StatusContext, generate_api_pod_status, mark_failed};
 use crate::status::{StatusManager, is_terminal};
@@ -40,6 +42,10 @@ pub struct Kubelet {
     pub container_manager: Arc<ContainerManager>,
     /// Evictions requested by the eviction manager.
     pub evictions: Arc<EvictedPods>,
+    /// Probe workers of the pods' containers.
+    pub probe_manager: ProbeManager,
+    /// Latest liveness, readiness and startup results.
+    pub probe_results: ProbeResults,
 }
 
 fn uid(pod: &Pod) -> &str {
@@ -66,8 +72,7 @@ impl Kubelet {
                 return BACKOFF_PERIOD;
             }
         };
-        // The probes helper passes its liveness, readiness and startup managers here.
-        let probes = ResultsManagers::default();
+        let probes = self.probe_results.managers();
         let previous = match self.status_manager.get_pod_status(uid) {
             Some(previous) => previous,
             None => {
@@ -96,6 +101,8 @@ impl Kubelet {
             uid,
             generate_api_pod_status(pod, &after, &self.status_context(probes)),
         );
+        // After the status: new workers see the containers at once.
+        self.probe_manager.add_pod(pod);
         let next = if !result.failed() {
             self.sync_frequency
         } else {
@@ -172,6 +179,7 @@ impl Kubelet {
         let name = pod.metadata.name.as_deref().unwrap_or("");
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
         let grace = grace_override.unwrap_or_else(|| termination_grace_period(pod));
+        self.probe_manager.remove_pod(uid);
         let status = match self.runtime.get_pod_status(uid).await {
             Ok(status) => status,
             Err(e) => {
@@ -183,7 +191,7 @@ impl Kubelet {
         let stopped = self.runtime.get_pod_status(uid).await.unwrap_or(status);
         match self.evictions.message(uid) {
             Some(message) => {
-                let ctx = self.status_context(ResultsManagers::default());
+                let ctx = self.status_context(self.probe_results.managers());
                 let mut status = generate_api_pod_status(pod, &stopped, &ctx);
                 evicted_status(&mut status, message);
                 self.status_manager.set_pod_status(uid, status);

@@ -58,6 +58,8 @@ use pleg::Pleg;
 use pod_dirs::PodDirs;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
+use prober::results::ProbeResults;
+use prober::{ProbeManager, Prober};
 use status::StatusManager;
 use syncloop::{SyncLoop, SyncLoopInputs};
 
@@ -272,6 +274,12 @@ pub async fn run(
         },
     ));
     let status_manager = Arc::new(StatusManager::default());
+    let (probe_results, probe_updates) = ProbeResults::new();
+    let probe_manager = ProbeManager::new(
+        Arc::new(Prober::new(cri.clone())),
+        status_manager.clone(),
+        probe_results.clone(),
+    );
     let kubelet = Arc::new(kubelet::Kubelet {
         runtime,
         status_manager: status_manager.clone(),
@@ -279,6 +287,8 @@ pub async fn run(
         node_ip,
         runtime_name: version.runtime_name,
         sync_frequency: config.sync_frequency,
+        probe_manager,
+        probe_results,
         container_manager: container_manager.clone(),
         evictions: evictions.clone(),
     });
@@ -384,6 +394,7 @@ pub async fn run(
         updates: update_rx,
         pleg: pleg_rx,
         results: results_rx,
+        probes: probe_updates,
         evictions: eviction_rx,
     };
     SyncLoop::new(

@@ -19,6 +19,7 @@ use crate::eviction::EvictedPods;
 use crate::pleg::{PodLifecycleEvent, PodLifecycleEventType, RuntimePods};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdateType, WorkerResult};
+use crate::prober::results::{ProbeResult, ProbeUpdate, ProbeUpdates};
 use crate::static_pod_starts::StaticPodStarts;
 
 /// How often the work queue is checked for pods due to sync (upstream `syncCh`, 1 s).
@@ -36,6 +37,8 @@ pub struct SyncLoopInputs {
     pub pleg: mpsc::Receiver<PodLifecycleEvent>,
     /// Completions reported by the pod workers.
     pub results: mpsc::UnboundedReceiver<WorkerResult>,
+    /// Liveness, readiness and startup result changes.
+    pub probes: ProbeUpdates,
     /// Pods the eviction manager evicts.
     pub evictions: mpsc::Receiver<Arc<Pod>>,
 }
@@ -92,6 +95,15 @@ impl SyncLoop {
                 Some(update) = inputs.updates.recv() => self.handle_update(update),
                 Some(event) = inputs.pleg.recv() => self.handle_pleg_event(&event),
                 Some(result) = inputs.results.recv() => self.handle_worker_result(result),
+                // Upstream: only a liveness failure needs a sync; any readiness or
+                // startup change updates the status.
+                Some(update) = inputs.probes.liveness.recv() => {
+                    if update.result == ProbeResult::Failure {
+                        self.handle_probe_sync(&update);
+                    }
+                }
+                Some(update) = inputs.probes.readiness.recv() => self.handle_probe_sync(&update),
+                Some(update) = inputs.probes.startup.recv() => self.handle_probe_sync(&update),
                 Some(pod) = inputs.evictions.recv() => self.handle_eviction(pod),
                 _ = sync_ticker.tick() => self.sync_due_pods(),
                 _ = housekeeping.tick() => {
@@ -171,6 +183,13 @@ impl SyncLoop {
             return;
         }
         if let Some(pod) = self.pod_manager.get(&event.id) {
+            self.sync_pod(pod);
+        }
+    }
+
+    /// Syncs the pod of a changed probe result (upstream `handleProbeSync`).
+    fn handle_probe_sync(&mut self, update: &ProbeUpdate) {
+        if let Some(pod) = self.pod_manager.get(&update.pod_uid) {
             self.sync_pod(pod);
         }
     }
@@ -374,6 +393,7 @@ mod tests {
                 allocatable: Default::default(),
             },
         );
+        let (probe_results, _probe_updates) = crate::prober::results::ProbeResults::new();
         let kubelet = Arc::new(Kubelet {
             runtime: Arc::new(runtime),
             status_manager: Default::default(),
@@ -383,6 +403,12 @@ mod tests {
             sync_frequency: Duration::from_secs(60),
             container_manager: Arc::new(ContainerManager::disabled()),
             evictions: Default::default(),
+            probe_manager: crate::prober::ProbeManager::new(
+                Arc::new(crate::prober::Prober::new(cri.clone())),
+                Default::default(),
+                probe_results.clone(),
+            ),
+            probe_results,
         });
         let (results_tx, mut results) = mpsc::unbounded_channel();
         let pod_manager = Arc::new(PodManager::default());

@@ -72,6 +72,7 @@ fn validate_container(errors: &mut Vec<String>, field: &str, c: &Container) {
         c.image_pull_policy.as_deref(),
         &["Always", "IfNotPresent", "Never"],
     );
+    crate::prober::validation::validate_probes(errors, field, c);
     for (j, port) in c.ports.iter().flatten().enumerate() {
         let pf = format!("{field}.ports[{j}]");
         if !(1..=65535).contains(&port.container_port) {

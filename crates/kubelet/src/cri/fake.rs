@@ -19,6 +19,17 @@ struct State {
     images: HashSet<String>,
     failing_pulls: HashSet<String>,
     calls: Vec<String>,
+    exec_script: Option<ExecScript>,
+    exec_requests: Vec<ExecSyncRequest>,
+}
+
+/// The answer of the fake's ExecSync, see [`FakeCri::script_exec`].
+#[derive(Clone)]
+struct ExecScript {
+    exit_code: i32,
+    stdout: String,
+    stderr: String,
+    takes: std::time::Duration,
 }
 
 /// A fake runtime: sandboxes and containers in maps, instant state changes.
@@ -46,6 +57,29 @@ impl FakeCri {
     /// Makes pulls of `image` fail.
     pub fn fail_pulls_of(&self, image: &str) {
         self.lock().failing_pulls.insert(image.to_owned());
+    }
+
+    /// Makes ExecSync take `takes` (tokio time) and then exit with `exit_code` and the
+    /// given output, or fail with DeadlineExceeded when `takes` is over the request's
+    /// timeout. Without a script ExecSync answers NotFound.
+    pub fn script_exec(
+        &self,
+        exit_code: i32,
+        stdout: &str,
+        stderr: &str,
+        takes: std::time::Duration,
+    ) {
+        self.lock().exec_script = Some(ExecScript {
+            exit_code,
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+            takes,
+        });
+    }
+
+    /// ExecSync requests received so far.
+    pub fn exec_requests(&self) -> Vec<ExecSyncRequest> {
+        self.lock().exec_requests.clone()
     }
 
     /// Adds a sandbox of pod `uid` directly; returns its ID.
@@ -384,6 +418,25 @@ impl Cri for FakeCri {
         Ok(ImageStatusResponse {
             image: found,
             ..Default::default()
+        })
+    }
+    async fn exec_sync(&self, req: ExecSyncRequest) -> Result<ExecSyncResponse, Status> {
+        let script = {
+            let mut s = self.lock();
+            s.exec_requests.push(req.clone());
+            s.exec_script.clone()
+        };
+        let script = script.ok_or_else(|| not_found("container"))?;
+        let timeout = std::time::Duration::from_secs(u64::try_from(req.timeout).unwrap_or(0));
+        if req.timeout > 0 && script.takes > timeout {
+            tokio::time::sleep(timeout).await;
+            return Err(Status::deadline_exceeded("exec timed out"));
+        }
+        tokio::time::sleep(script.takes).await;
+        Ok(ExecSyncResponse {
+            stdout: script.stdout.into_bytes(),
+            stderr: script.stderr.into_bytes(),
+            exit_code: script.exit_code,
         })
     }
 }

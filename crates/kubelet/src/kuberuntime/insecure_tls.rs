@@ -60,8 +60,8 @@ impl ServerCertVerifier for AnyCertificate {
     }
 }
 
-/// A TLS client config that skips certificate verification.
-fn client_config() -> Result<ClientConfig, rustls::Error> {
+/// A TLS client config that skips certificate verification (also used by httpGet probes).
+pub(crate) fn client_config() -> Result<ClientConfig, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Ok(ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?

@@ -2,9 +2,11 @@
 //! ID, and a stream of changes that the SyncLoop turns into pod syncs.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;
+
+use super::managers::ResultsManagers;
 
 /// Outcome of a probe (upstream `results.Result`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +72,59 @@ impl ResultsManager {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ProbeResult>> {
         self.results.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The three results managers of a kubelet (upstream `livenessManager`,
+/// `readinessManager`, `startupManager`), shared by the probe workers that write them and
+/// the runtime manager, status generation and SyncLoop that read them.
+#[derive(Clone)]
+pub struct ProbeResults {
+    /// Liveness results: a Failure makes SyncPod restart the container.
+    pub liveness: Arc<ResultsManager>,
+    /// Readiness results: `ready` and the Ready condition.
+    pub readiness: Arc<ResultsManager>,
+    /// Startup results: `started`; a Failure restarts the container.
+    pub startup: Arc<ResultsManager>,
+}
+
+/// The change streams of [`ProbeResults`], read by the SyncLoop (upstream
+/// `syncLoopIteration`'s `livenessManager.Updates()` etc.).
+pub struct ProbeUpdates {
+    /// Liveness changes.
+    pub liveness: mpsc::UnboundedReceiver<ProbeUpdate>,
+    /// Readiness changes.
+    pub readiness: mpsc::UnboundedReceiver<ProbeUpdate>,
+    /// Startup changes.
+    pub startup: mpsc::UnboundedReceiver<ProbeUpdate>,
+}
+
+impl ProbeResults {
+    /// The managers as SyncPod and the status generation read them.
+    pub fn managers(&self) -> ResultsManagers<'_> {
+        ResultsManagers {
+            liveness: Some(&self.liveness),
+            readiness: Some(&self.readiness),
+            startup: Some(&self.startup),
+        }
+    }
+
+    /// Three empty managers and their change streams.
+    pub fn new() -> (Self, ProbeUpdates) {
+        let (liveness, liveness_rx) = ResultsManager::new();
+        let (readiness, readiness_rx) = ResultsManager::new();
+        let (startup, startup_rx) = ResultsManager::new();
+        let results = Self {
+            liveness: Arc::new(liveness),
+            readiness: Arc::new(readiness),
+            startup: Arc::new(startup),
+        };
+        let updates = ProbeUpdates {
+            liveness: liveness_rx,
+            readiness: readiness_rx,
+            startup: startup_rx,
+        };
+        (results, updates)
     }
 }
 

@@ -12,6 +12,7 @@ use crate::kuberuntime::labels::termination_grace_period;
 use crate::reason_cache::ReasonCache;
 use crate::status::StatusManager;
 use crate::status::generate::{StatusContext, generate_api_pod_status};
+use crate::volume::VolumeManager;
 
 /// Resync delay after a failed sync (upstream `backOffPeriod`).
 pub const BACKOFF_PERIOD: Duration = Duration::from_secs(10);
@@ -30,6 +31,8 @@ pub struct Kubelet {
     pub runtime_name: String,
     /// Resync period of a healthy pod.
     pub sync_frequency: Duration,
+    /// Sets up pod volumes before containers start and tears them down after.
+    pub volume_manager: Arc<VolumeManager>,
 }
 
 fn uid(pod: &Pod) -> &str {
@@ -49,6 +52,19 @@ impl Kubelet {
                 return BACKOFF_PERIOD;
             }
         };
+        // Upstream `WaitForAttachAndMount`: no container starts before its volumes exist;
+        // the status still shows the pod (its containers ContainerCreating).
+        if let Err(e) = self.volume_manager.wait_for_attach_and_mount(pod) {
+            warn!(pod = %name, error = %format!("unable to attach or mount volumes: {e}"), "Unable to attach or mount volumes for pod; skipping pod");
+            let ctx = StatusContext {
+                host_ip: &self.node_ip,
+                runtime_name: &self.runtime_name,
+                reasons: &self.reasons,
+            };
+            self.status_manager
+                .set_pod_status(uid, generate_api_pod_status(pod, &before, &ctx));
+            return BACKOFF_PERIOD;
+        }
         let result = self.runtime.sync_pod(pod, &before).await;
         self.reasons.update(uid, &result);
         let after = self.runtime.get_pod_status(uid).await.unwrap_or(before);
@@ -88,6 +104,13 @@ impl Kubelet {
         let mut errors = self.runtime.kill_pod(&status, grace).await;
         let stopped = self.runtime.get_pod_status(uid).await.unwrap_or(status);
         errors.extend(self.runtime.remove_pod(&stopped, namespace, name).await);
+        // Volumes go once no container uses them (upstream: the volume manager unmounts
+        // the volumes of terminated pods).
+        if errors.is_empty()
+            && let Err(e) = self.volume_manager.unmount_pod_volumes(uid)
+        {
+            errors.push(e);
+        }
         self.reasons.remove_pod(uid);
         self.status_manager.remove_pod(uid);
         if !errors.is_empty() {

@@ -41,10 +41,12 @@ use config::{PodConfig, SourcesReady};
 use cri::Cri;
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
 use pleg::GenericPleg;
+use pod_dirs::PodDirs;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
 use status::StatusManager;
 use syncloop::{SyncLoop, SyncLoopInputs};
+use volume::{NodeAllocatable, VolumeManager};
 
 /// CRI API version the kubelet speaks.
 const CRI_API_VERSION: &str = "v1";
@@ -208,16 +210,23 @@ pub async fn run(
     info!(runtime = %version.runtime_name, version = %version.runtime_version, "connected to container runtime");
     let node_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
 
-    let runtime = Arc::new(KubeGenericRuntimeManager::new(
-        cri.clone(),
-        RuntimeManagerConfig {
-            pod_logs_dir: config.pod_logs_dir.clone(),
-            cgroup_root: config.cgroup_root.clone(),
-            node_ip: node_ip.clone(),
-            resolv_conf: PathBuf::from("/etc/resolv.conf"),
-            memory_capacity: cm::machine_memory_capacity(),
-        },
+    let volume_manager = Arc::new(VolumeManager::new(
+        PodDirs::new(&config.root_dir),
+        volume::probe_volume_plugins(node_allocatable(&config)),
     ));
+    let runtime = Arc::new(
+        KubeGenericRuntimeManager::new(
+            cri.clone(),
+            RuntimeManagerConfig {
+                pod_logs_dir: config.pod_logs_dir.clone(),
+                cgroup_root: config.cgroup_root.clone(),
+                node_ip: node_ip.clone(),
+                resolv_conf: PathBuf::from("/etc/resolv.conf"),
+                memory_capacity: cm::machine_memory_capacity(),
+            },
+        )
+        .with_volume_manager(volume_manager.clone()),
+    );
     let status_manager = Arc::new(StatusManager::default());
     let pod_manager = Arc::new(PodManager::default());
     let kubelet = Arc::new(kubelet::Kubelet {
@@ -227,6 +236,7 @@ pub async fn run(
         node_ip,
         runtime_name: version.runtime_name,
         sync_frequency: config.sync_frequency,
+        volume_manager,
     });
 
     let mut tasks = JoinSet::new();
@@ -299,6 +309,48 @@ pub async fn run(
         .await;
     tasks.shutdown().await;
     Ok(())
+}
+
+/// Node allocatable CPU and memory (capacity minus `systemReserved`, `kubeReserved` and,
+/// for memory, the hard `memory.available` threshold) and the root directory's filesystem
+/// size as ephemeral storage (upstream `GetNodeAllocatableAbsolute`).
+fn node_allocatable(config: &KubeletConfig) -> NodeAllocatable {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let reserved = |name: &str, milli: bool| -> i64 {
+        [&config.system_reserved, &config.kube_reserved]
+            .iter()
+            .filter_map(|r| r.get(name))
+            .map(|q| {
+                let q = Quantity(q.clone());
+                if milli {
+                    cm::quantity::milli_value(&q)
+                } else {
+                    cm::quantity::value(&q)
+                }
+            })
+            .sum()
+    };
+    let memory_capacity = cm::machine_memory_capacity();
+    let eviction =
+        config
+            .eviction_hard
+            .get("memory.available")
+            .map_or(0, |t| match t.strip_suffix('%') {
+                Some(pct) => pct
+                    .trim()
+                    .parse::<f64>()
+                    .map_or(0, |p| (memory_capacity as f64 * p / 100.0) as i64),
+                None => cm::quantity::value(&Quantity(t.clone())),
+            });
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
+    let storage = nix::sys::statvfs::statvfs(&config.root_dir).map_or(0, |s| {
+        (s.blocks() as i64).saturating_mul(s.fragment_size() as i64)
+    });
+    NodeAllocatable {
+        cpu_millis: (cpus * 1000 - reserved("cpu", true)).max(0),
+        memory_bytes: (memory_capacity - reserved("memory", false) - eviction).max(0),
+        ephemeral_storage_bytes: (storage - reserved("ephemeral-storage", false)).max(0),
+    }
 }
 
 /// The source address of the default route, or 127.0.0.1 without one.

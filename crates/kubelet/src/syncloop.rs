@@ -203,6 +203,7 @@ impl SyncLoop {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
+        let on_runtime: HashSet<String> = runtime_pods.keys().cloned().collect();
         for (uid, runtime_pod) in runtime_pods {
             if desired.contains(&uid) || self.pod_workers.is_known(&uid) {
                 continue;
@@ -224,5 +225,14 @@ impl SyncLoop {
                 },
             );
         }
+        // Upstream `cleanupOrphanedPodDirs`: directories of pods that no source, worker
+        // or runtime knows any more.
+        let workers = &self.pod_workers;
+        workers
+            .kubelet()
+            .volume_manager
+            .cleanup_orphaned_pod_dirs(|uid| {
+                desired.contains(uid) || workers.is_known(uid) || on_runtime.contains(uid)
+            });
     }
 }

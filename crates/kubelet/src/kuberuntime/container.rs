@@ -19,6 +19,7 @@ use super::sync_result::{
     CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
     RUN_CONTAINER_ERROR, SyncError,
 };
+use crate::volume::mounts::make_mounts;
 
 /// Inputs of a container config that come from the sandbox and node.
 pub struct ContainerContext<'a> {
@@ -140,6 +141,29 @@ impl KubeGenericRuntimeManager {
         Ok(())
     }
 
+    /// The CRI mounts of `container`'s volumeMounts, from the volumes the volume manager
+    /// set up for the pod (upstream `makeMounts`, called from `GenerateRunContainerOptions`).
+    fn volume_mounts(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        pod_ips: &[String],
+    ) -> Result<Vec<Mount>, String> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let volumes = self
+            .volume_manager
+            .as_ref()
+            .map(|v| v.get_mounted_volumes_for_pod(uid))
+            .unwrap_or_default();
+        let env_ctx = EnvContext {
+            pod_ips,
+            host_ip: &self.config.node_ip,
+        };
+        make_mounts(container, &volumes, || {
+            make_environment(pod, container, &env_ctx)
+        })
+    }
+
     /// Pulls the image if needed, then creates and starts one container in sandbox
     /// `sandbox_id`. Its restart count continues from the newest container of that name.
     pub(crate) async fn start_container(
@@ -158,11 +182,14 @@ impl KubeGenericRuntimeManager {
         let restart_count = status
             .find_container_status_by_name(&container.name)
             .map_or(0, |c| c.restart_count + 1);
+        let mounts = self
+            .volume_mounts(pod, container, pod_ips)
+            .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
         let ctx = ContainerContext {
             pod_ips,
             host_ip: &self.config.node_ip,
             memory_capacity: self.config.memory_capacity,
-            mounts: Vec::new(),
+            mounts,
         };
         let config = generate_container_config(pod, container, restart_count, &image_ref, &ctx)
             .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;

@@ -201,6 +201,10 @@ pub async fn run(
             config.root_dir.display()
         )
     })?;
+    // Upstream `setupDataDirs`: volume mounts with HostToContainer or Bidirectional
+    // propagation need the root directory on a shared mount.
+    volume::mount::make_rshared(&config.root_dir)
+        .map_err(|e| anyhow::anyhow!("error configuring root directory: {e}"))?;
     let version = cri
         .version(VersionRequest {
             version: CRI_API_VERSION.to_owned(),
@@ -415,5 +419,7 @@ mod tests {
         .await;
         let _ = stop_tx.send(());
         kubelet.await.unwrap().unwrap();
+        // The rshared bind mount of the root directory stays after the kubelet, as upstream.
+        let _ = volume::mount::unmount(&dir.path().join("root"));
     }
 }

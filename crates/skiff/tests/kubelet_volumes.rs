@@ -54,10 +54,11 @@ spec:
   containers:
   - name: writer
     image: {image}
-    command: ["sh", "-c", "echo shared > /cache/msg && echo from-pod > /host/out.txt && exec sleep 3600"]
+    command: ["sh", "-c", "echo shared > /cache/msg && echo from-pod > /host/out.txt && until grep -q ' /prop/inner ' /proc/mounts; do sleep 0.2; done; echo propagated; exec sleep 3600"]
     volumeMounts:
     - {{name: cache, mountPath: /cache}}
     - {{name: host, mountPath: /host}}
+    - {{name: prop, mountPath: /prop, mountPropagation: HostToContainer}}
   - name: reader
     image: {image}
     env:
@@ -76,6 +77,8 @@ spec:
     - {{name: cache, mountPath: /ro, readOnly: true}}
   volumes:
   - name: cache
+    emptyDir: {{}}
+  - name: prop
     emptyDir: {{}}
   - name: mem
     emptyDir: {{medium: Memory, sizeLimit: 16Mi}}
@@ -173,6 +176,19 @@ fn volumes_are_set_up_mounted_and_torn_down() {
         std::fs::read_link(info_dir.join("labels")).is_ok_and(|l| l == Path::new("..data/labels"))
     );
 
+    // HostToContainer propagation: a mount made on the host inside the volume later shows
+    // up in the container (the kubelet root is rshared, the container mount rslave). It
+    // stays mounted for the teardown to remove.
+    let inner = pod_dir.join("volumes/kubernetes.io~empty-dir/prop/inner");
+    std::fs::create_dir(&inner).expect("mkdir inner");
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(&inner)
+        .status()
+        .expect("run mount");
+    assert!(mounted.success());
+    wait_log_line(&pod, "writer", 0, "propagated");
+
     // hostPath File on a missing path: the pod waits in ContainerCreating, and the kubelet
     // reports upstream's FailedMount message.
     let pods = cluster.wait_for("nofile listed", Duration::from_secs(30), |pods| {
@@ -203,11 +219,10 @@ fn volumes_are_set_up_mounted_and_torn_down() {
             .map(|mut d| d.next().is_none())
             .unwrap_or(true)
     });
-    let left: Vec<PathBuf> = host_mount_points()
-        .into_iter()
-        .filter(|m| m.starts_with(cluster.node.dir()))
-        .collect();
-    assert!(left.is_empty(), "still mounted: {left:?}");
+    let mounts = host_mount_points();
+    for dir in [&mem_dir, &info_dir, &inner] {
+        assert!(!mounts.contains(dir), "{} still mounted", dir.display());
+    }
     assert!(
         host_dir.join("out.txt").is_file(),
         "hostPath content is kept"

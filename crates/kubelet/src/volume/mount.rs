@@ -52,6 +52,46 @@ fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// True when the mount holding `path` (the longest mount point that is a prefix of its
+/// canonical form) has shared propagation (a `shared:N` optional field).
+fn is_shared(mountinfo: &str, path: &Path) -> bool {
+    let path = canonical(path);
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let mount_point = PathBuf::from(unescape_octal(fields.get(4)?));
+            let optional = fields.iter().skip(6).take_while(|f| **f != "-");
+            let shared = optional.clone().any(|f| f.starts_with("shared:"));
+            path.starts_with(&mount_point)
+                .then_some((mount_point, shared))
+        })
+        .max_by_key(|(mount_point, _)| mount_point.as_os_str().len())
+        .is_some_and(|(_, shared)| shared)
+}
+
+/// Makes `dir` a shared mount with its submounts (upstream `MakeRShared`, done on the
+/// kubelet root directory so that HostToContainer and Bidirectional volume mounts can
+/// propagate): nothing when the mount holding it is shared already, otherwise a bind
+/// mount of `dir` on itself, made rshared. The bind mount stays, as upstream's does.
+pub fn make_rshared(dir: &Path) -> Result<(), String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
+    if is_shared(&mountinfo, dir) {
+        return Ok(());
+    }
+    nix::mount::mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .map_err(|e| format!("failed to bind-mount {}: {e}", dir.display()))?;
+    nix::mount::mount(
+        None::<&str>,
+        dir,
+        None::<&str>,
+        MsFlags::MS_SHARED | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| format!("failed to make {} rshared: {e}", dir.display()))
+}
+
 /// True when `path` is itself a mount point.
 pub fn is_mount_point(path: &Path) -> bool {
     let path = canonical(path);
@@ -122,5 +162,16 @@ mod tests {
             ]
         );
         assert_eq!(unescape_octal("a\\134b\\"), "a\\b\\");
+    }
+
+    #[test]
+    fn shared_propagation_comes_from_the_holding_mount() {
+        let info = "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n\
+                    40 27 0:50 / /var/lib/kubelet rw shared:7 master:1 - ext4 /dev/vda rw\n\
+                    41 40 0:51 / /var/lib/kubelet/private rw - tmpfs tmpfs rw\n";
+        assert!(is_shared(info, Path::new("/var/lib/kubelet/pods/u")));
+        assert!(!is_shared(info, Path::new("/var/lib/kubelet/private/x")));
+        assert!(!is_shared(info, Path::new("/var/lib/kubelet2")));
+        assert!(!is_shared(info, Path::new("/srv")));
     }
 }

@@ -95,7 +95,7 @@ pub fn make_rshared(dir: &Path) -> Result<(), String> {
 /// True when `path` is itself a mount point.
 pub fn is_mount_point(path: &Path) -> bool {
     let path = canonical(path);
-    mount_points().iter().any(|m| *m == path)
+    mount_points().contains(&path)
 }
 
 /// Mount points at or below `path`, deepest (most recently mounted) first.

@@ -5,11 +5,16 @@
 //! [`kuberuntime`] over the [`cri::Cri`] trait; the [`pleg`] reports runtime changes,
 //! the [`status`] manager keeps pod statuses, and [`server`] serves them read-only.
 
+pub mod active_deadline;
 pub mod cm;
 pub mod config;
 pub mod cri;
+pub mod eviction;
+pub mod garbage_collection;
+pub mod images;
 pub mod kubelet;
 pub mod kuberuntime;
+pub mod metrics;
 pub mod pleg;
 pub mod pod_dirs;
 pub mod pod_manager;
@@ -18,13 +23,14 @@ pub mod prober;
 pub mod reason_cache;
 pub mod server;
 pub mod static_pod_starts;
+pub mod stats;
 pub mod status;
 pub mod syncloop;
 pub mod volume;
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,18 +41,26 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use cm::container_manager::ActivePods;
+use cm::{ContainerManager, ContainerManagerConfig};
+use config::SourcesReady;
 use config::file::FileSource;
-use config::static_pod::FILE_SOURCE;
-use config::{PodConfig, SourcesReady};
+use config::http::HttpSource;
+use config::static_pod::{FILE_SOURCE, HTTP_SOURCE};
 use cri::Cri;
+use eviction::threshold::parse_thresholds;
+use eviction::{EvictedPods, EvictionManager, EvictionManagerConfig};
+use images::gc::{ImageGcManager, ImageGcPolicy};
+use kuberuntime::env::NodeAllocatable;
+use kuberuntime::gc::{ContainerGc, GcPolicy};
 use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
-use pleg::GenericPleg;
+use pleg::Pleg;
 use pod_dirs::PodDirs;
 use pod_manager::PodManager;
 use pod_workers::PodWorkers;
 use status::StatusManager;
 use syncloop::{SyncLoop, SyncLoopInputs};
-use volume::{NodeAllocatable, VolumeManager};
+use volume::VolumeManager;
 
 /// CRI API version the kubelet speaks.
 const CRI_API_VERSION: &str = "v1";
@@ -130,6 +144,8 @@ pub struct KubeletConfig {
     pub max_containers: i32,
     /// Pull one image at a time (`serializeImagePulls`, true).
     pub serialize_image_pulls: bool,
+    /// Maximum number of processes per pod cgroup (`podPidsLimit`, -1: unlimited).
+    pub pod_pids_limit: i64,
 }
 
 impl Default for KubeletConfig {
@@ -177,6 +193,7 @@ impl Default for KubeletConfig {
             max_per_pod_container: 1,
             max_containers: -1,
             serialize_image_pulls: true,
+            pod_pids_limit: -1,
         }
     }
 }
@@ -195,6 +212,7 @@ pub async fn run(
     cri: Arc<dyn Cri>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let cri: Arc<dyn Cri> = Arc::new(metrics::InstrumentedCri::new(cri));
     std::fs::create_dir_all(&config.root_dir).with_context(|| {
         format!(
             "creating kubelet root directory {}",
@@ -212,11 +230,44 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("CRI Version call failed: {}", e.message()))?;
     info!(runtime = %version.runtime_name, version = %version.runtime_version, "connected to container runtime");
-    let node_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
+    let node_ip_addr = config.node_ip.unwrap_or_else(detect_node_ip);
+    let node_ip = node_ip_addr.to_string();
+    metrics::metrics().set_node_name(&config.node_name);
 
+    let pod_manager = Arc::new(PodManager::default());
+    let evictions = Arc::new(EvictedPods::default());
+    let active_pods: ActivePods = {
+        let (pod_manager, evictions) = (pod_manager.clone(), evictions.clone());
+        Arc::new(move || {
+            pod_manager
+                .pods()
+                .into_iter()
+                .filter(|p| !evictions.is_evicted(p.metadata.uid.as_deref().unwrap_or("")))
+                .collect()
+        })
+    };
+    let allocatable_enforced = config
+        .enforce_node_allocatable
+        .iter()
+        .any(|e| e == cm::container_manager::ENFORCE_PODS);
+    let thresholds = parse_thresholds(&config.eviction_hard, allocatable_enforced)?;
+    let (cm_config, capacity) = ContainerManagerConfig::from_kubelet_config(&config, &thresholds)?;
+    let container_manager = Arc::new(ContainerManager::new(
+        cm_config,
+        capacity,
+        active_pods.clone(),
+    )?);
+    container_manager
+        .start()
+        .context("setting up the kubepods cgroups")?;
+
+    let allocatable = NodeAllocatable::from_machine(
+        &config.root_dir,
+        &[&config.system_reserved, &config.kube_reserved],
+    );
     let volume_manager = Arc::new(VolumeManager::new(
         PodDirs::new(&config.root_dir),
-        volume::probe_volume_plugins(node_allocatable(&config)),
+        volume::probe_volume_plugins(allocatable),
     ));
     let runtime = Arc::new(
         KubeGenericRuntimeManager::new(
@@ -227,12 +278,13 @@ pub async fn run(
                 node_ip: node_ip.clone(),
                 resolv_conf: PathBuf::from("/etc/resolv.conf"),
                 memory_capacity: cm::machine_memory_capacity(),
+                pod_dirs: PodDirs::new(&config.root_dir),
+                allocatable,
             },
         )
         .with_volume_manager(volume_manager.clone()),
     );
     let status_manager = Arc::new(StatusManager::default());
-    let pod_manager = Arc::new(PodManager::default());
     let kubelet = Arc::new(kubelet::Kubelet {
         runtime,
         status_manager: status_manager.clone(),
@@ -240,66 +292,105 @@ pub async fn run(
         node_ip,
         runtime_name: version.runtime_name,
         sync_frequency: config.sync_frequency,
+        container_manager: container_manager.clone(),
+        evictions: evictions.clone(),
         volume_manager,
     });
+    let sources_ready = SourcesReady::default();
 
     let mut tasks = JoinSet::new();
-    let mut pleg = GenericPleg::new(cri);
+    let (server_cri, server_cri_state) = (cri.clone(), cri.clone());
+    let mut pleg = Pleg::new(cri.clone());
     if let Err(e) = pleg.relist().await {
         warn!(error = %e.message(), "initial PLEG relist failed");
     }
     let runtime_pods = pleg.runtime_pods();
+    let pleg_health = pleg.health();
+    metrics::metrics().set_pleg(pleg.relist_stats(), pleg_health.clone());
     let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
     tasks.spawn(pleg.run(pleg_tx));
 
-    let sources_ready = SourcesReady::default();
-    let (update_tx, update_rx) = mpsc::channel(64);
-    match config.pod_manifest_path.clone() {
-        Some(dir) => {
-            info!(path = %dir.display(), "watching static pod manifests");
-            let (snapshot_tx, mut snapshots) = mpsc::channel(4);
-            tasks.spawn(
-                FileSource::new(dir, config.node_name.clone(), config.file_check_frequency)
-                    .run(snapshot_tx),
-            );
-            let mut pod_config = PodConfig::new(&[FILE_SOURCE]);
-            let sources_ready = sources_ready.clone();
-            tasks.spawn(async move {
-                while let Some(snapshot) = snapshots.recv().await {
-                    for update in pod_config.merge(FILE_SOURCE, snapshot) {
-                        if update_tx.send(update).await.is_err() {
-                            return;
-                        }
-                    }
-                    // Only now: the SyncLoop applies queued updates before it trusts this.
-                    if pod_config.all_sources_seen() {
-                        sources_ready.mark_ready();
-                    }
-                }
-            });
-        }
-        // No source configured: all (zero) sources are ready at once.
-        None => sources_ready.mark_ready(),
-    }
-
-    if config.read_only_port != 0 {
-        let listener = server::bind(config.read_only_port)
-            .await
-            .with_context(|| format!("binding read-only port {}", config.read_only_port))?;
-        info!(
-            port = config.read_only_port,
-            "serving read-only kubelet API"
-        );
-        let app = server::router(server::ServerState {
+    let container_gc = Arc::new(ContainerGc::new(
+        cri.clone(),
+        GcPolicy {
+            min_age: config.minimum_container_ttl,
+            max_per_pod_container: config.max_per_pod_container,
+            max_containers: config.max_containers,
+        },
+        config.pod_logs_dir.clone(),
+        Arc::new(garbage_collection::PodStates {
             pod_manager: pod_manager.clone(),
-            status_manager,
-        });
-        tasks.spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                warn!(error = %e, "read-only server stopped");
-            }
-        });
+            evictions: evictions.clone(),
+        }),
+        sources_ready.clone(),
+    ));
+    let image_gc = Arc::new(ImageGcManager::new(
+        cri.clone(),
+        ImageGcPolicy {
+            high_threshold_percent: config.image_gc_high_threshold_percent,
+            low_threshold_percent: config.image_gc_low_threshold_percent,
+            min_age: config.image_minimum_gc_age,
+        },
+    ));
+    tasks.spawn(garbage_collection::container_gc_loop(container_gc.clone()));
+    tasks.spawn(garbage_collection::image_gc_loop(image_gc.clone()));
+    let (eviction_tx, eviction_rx) = mpsc::channel(8);
+    let eviction_manager = Arc::new(EvictionManager::new(
+        EvictionManagerConfig {
+            thresholds,
+            monitoring_period: config.eviction_monitoring_period,
+            pressure_transition_period: config.eviction_pressure_transition_period,
+            root_dir: config.root_dir.clone(),
+            pod_logs_dir: config.pod_logs_dir.clone(),
+        },
+        cri.clone(),
+        container_manager.clone(),
+        image_gc,
+        container_gc,
+        evictions.clone(),
+        active_pods,
+        eviction_tx,
+    ));
+    tasks.spawn(eviction_manager.run());
+
+    let (update_tx, update_rx) = mpsc::channel(64);
+    let (snapshot_tx, snapshots) = mpsc::channel(4);
+    let mut sources = Vec::new();
+    if let Some(dir) = config.pod_manifest_path.clone() {
+        info!(path = %dir.display(), "watching static pod manifests");
+        sources.push(FILE_SOURCE);
+        let source = FileSource::new(dir, config.node_name.clone(), config.file_check_frequency);
+        tasks.spawn(source.run(snapshot_tx.clone()));
     }
+    if let Some(url) = config.manifest_url.clone() {
+        info!(url = %url, "polling the static pod manifest URL");
+        sources.push(HTTP_SOURCE);
+        let source = HttpSource::new(
+            url,
+            config.manifest_url_header.clone(),
+            config.node_name.clone(),
+            config.http_check_frequency,
+        );
+        tasks.spawn(source.run(snapshot_tx));
+    }
+    let ready = sources_ready.clone();
+    tasks.spawn(async move { config::run(&sources, snapshots, update_tx, ready).await });
+
+    let server_state = server::ServerState {
+        pod_manager: pod_manager.clone(),
+        status_manager,
+        summary: stats::SummaryProvider::new(
+            server_cri,
+            config.node_name.clone(),
+            config.root_dir.clone(),
+            config.pod_logs_dir.clone(),
+        )
+        .with_pods_cgroup(config.cgroup_root.join("kubepods")),
+        cri: server_cri_state,
+        pod_logs_dir: config.pod_logs_dir.clone(),
+        log_root: PathBuf::from("/var/log"),
+    };
+    serve_ports(&config, node_ip_addr, server_state, pleg_health, &mut tasks).await?;
 
     let (results_tx, results_rx) = mpsc::unbounded_channel();
     let pod_workers = PodWorkers::new(kubelet, results_tx);
@@ -307,54 +398,69 @@ pub async fn run(
         updates: update_rx,
         pleg: pleg_rx,
         results: results_rx,
+        evictions: eviction_rx,
     };
-    SyncLoop::new(pod_manager, pod_workers, sources_ready, runtime_pods)
-        .run(inputs, shutdown)
-        .await;
+    SyncLoop::new(
+        pod_manager,
+        pod_workers,
+        sources_ready,
+        runtime_pods,
+        evictions,
+        container_manager,
+    )
+    .run(inputs, shutdown)
+    .await;
     tasks.shutdown().await;
     Ok(())
 }
 
-/// Node allocatable CPU and memory (capacity minus `systemReserved`, `kubeReserved` and,
-/// for memory, the hard `memory.available` threshold) and the root directory's filesystem
-/// size as ephemeral storage (upstream `GetNodeAllocatableAbsolute`).
-fn node_allocatable(config: &KubeletConfig) -> NodeAllocatable {
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    let reserved = |name: &str, milli: bool| -> i64 {
-        [&config.system_reserved, &config.kube_reserved]
-            .iter()
-            .filter_map(|r| r.get(name))
-            .map(|q| {
-                let q = Quantity(q.clone());
-                if milli {
-                    cm::quantity::milli_value(&q)
-                } else {
-                    cm::quantity::value(&q)
-                }
-            })
-            .sum()
-    };
-    let memory_capacity = cm::machine_memory_capacity();
-    let eviction =
-        config
-            .eviction_hard
-            .get("memory.available")
-            .map_or(0, |t| match t.strip_suffix('%') {
-                Some(pct) => pct
-                    .trim()
-                    .parse::<f64>()
-                    .map_or(0, |p| (memory_capacity as f64 * p / 100.0) as i64),
-                None => cm::quantity::value(&Quantity(t.clone())),
-            });
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
-    let storage = nix::sys::statvfs::statvfs(&config.root_dir).map_or(0, |s| {
-        (s.blocks() as i64).saturating_mul(s.fragment_size() as i64)
-    });
-    NodeAllocatable {
-        cpu_millis: (cpus * 1000 - reserved("cpu", true)).max(0),
-        memory_bytes: (memory_capacity - reserved("memory", false) - eviction).max(0),
-        ephemeral_storage_bytes: (storage - reserved("ephemeral-storage", false)).max(0),
+/// Serves the read-only port (plain HTTP) and the main port (HTTPS) on
+/// `config.address`, each unless its port is 0.
+///
+/// Errors when a port cannot be bound or the serving certificate cannot be loaded or
+/// created.
+async fn serve_ports(
+    config: &KubeletConfig,
+    node_ip: IpAddr,
+    state: server::ServerState,
+    pleg_health: pleg::PlegHealth,
+    tasks: &mut JoinSet<()>,
+) -> anyhow::Result<()> {
+    if config.read_only_port != 0 {
+        let addr = SocketAddr::new(config.address, config.read_only_port);
+        let listener = server::bind(addr)
+            .await
+            .with_context(|| format!("binding read-only port {addr}"))?;
+        info!(%addr, "serving read-only kubelet API");
+        let app = server::router(state.clone()).merge(server::healthz::router(pleg_health.clone()));
+        tasks.spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                warn!(error = %e, "read-only server stopped");
+            }
+        });
     }
+    if config.port != 0 {
+        let source = match (&config.tls_cert_file, &config.tls_private_key_file) {
+            (Some(cert), Some(key)) => server::tls::CertSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            _ => server::tls::CertSource::SelfSigned {
+                dir: config.root_dir.join("pki"),
+                node_name: config.node_name.clone(),
+                node_ip,
+            },
+        };
+        let tls = server::tls::server_config(&source)?;
+        let addr = SocketAddr::new(config.address, config.port);
+        let listener = server::bind(addr)
+            .await
+            .with_context(|| format!("binding kubelet port {addr}"))?;
+        info!(%addr, "serving kubelet API over HTTPS");
+        let app = server::main_router(state).merge(server::healthz::router(pleg_health));
+        tasks.spawn(server::serve_tls(listener, tls, app));
+    }
+    Ok(())
 }
 
 /// The source address of the default route, or 127.0.0.1 without one.
@@ -398,7 +504,7 @@ mod tests {
             port: 0,
             read_only_port: 0,
             file_check_frequency: Duration::from_secs(1),
-            cgroup_root: "/skiff-unit-test-nonexistent".into(),
+            cgroups_per_qos: false,
             ..KubeletConfig::default()
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -4,13 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::kubelet::Kubelet;
+use crate::metrics;
 
 /// Attempts to clean up a terminated pod before giving up until housekeeping retries.
 const TERMINATE_ATTEMPTS: u32 = 5;
@@ -143,6 +144,11 @@ impl PodWorkers {
     }
 }
 
+/// The phase of the pod's latest status.
+fn pod_phase(kubelet: &Kubelet, uid: &str) -> Option<String> {
+    kubelet.status_manager.get_pod_status(uid)?.phase
+}
+
 /// Runs the work of one pod, one unit at a time, until the pod is terminated.
 async fn pod_worker_loop(
     uid: String,
@@ -151,17 +157,30 @@ async fn pod_worker_loop(
     results: mpsc::UnboundedSender<WorkerResult>,
 ) {
     work.mark_changed();
+    let first_seen = Instant::now();
+    let mut seen_running = false;
+    let mut synced_once = false;
     while work.changed().await.is_ok() {
         let PodWork { pod, update } = work.borrow_and_update().clone();
         match update {
             UpdateType::Sync => {
+                let started = Instant::now();
                 let retry_after = kubelet.sync_pod(&pod).await;
+                let m = metrics::metrics();
+                m.observe_pod_worker(if synced_once { "sync" } else { "create" }, started);
+                synced_once = true;
+                if !seen_running && pod_phase(&kubelet, &uid).as_deref() == Some("Running") {
+                    seen_running = true;
+                    m.pod_start_duration
+                        .observe(first_seen.elapsed().as_secs_f64());
+                }
                 let _ = results.send(WorkerResult::Synced {
                     uid: uid.clone(),
                     retry_after,
                 });
             }
             UpdateType::Kill { grace_override } => {
+                let started = Instant::now();
                 for attempt in 1..=TERMINATE_ATTEMPTS {
                     if kubelet.sync_terminating_pod(&pod, grace_override).await
                         || attempt == TERMINATE_ATTEMPTS
@@ -170,6 +189,7 @@ async fn pod_worker_loop(
                     }
                     tokio::time::sleep(TERMINATE_RETRY).await;
                 }
+                metrics::metrics().observe_pod_worker("kill", started);
                 let _ = results.send(WorkerResult::Terminated { uid });
                 return;
             }

@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::config::static_pod::{CONFIG_SOURCE_ANNOTATION, FILE_SOURCE};
+use crate::config::static_pod::{CONFIG_SOURCE_ANNOTATION, is_static_pod_source};
 
 /// Which static pod UID may run for each full name, and who waits for it.
 #[derive(Default)]
@@ -60,11 +60,11 @@ impl StaticPodStarts {
     }
 }
 
-/// `<name>_<namespace>` of a pod from the file source, `None` for other pods.
+/// `<name>_<namespace>` of a static pod (file or http source), `None` for other pods.
 fn static_full_name(pod: &Pod) -> Option<String> {
     let meta = &pod.metadata;
     let source = meta.annotations.as_ref()?.get(CONFIG_SOURCE_ANNOTATION)?;
-    (source == FILE_SOURCE).then(|| {
+    is_static_pod_source(source).then(|| {
         format!(
             "{}_{}",
             meta.name.as_deref().unwrap_or(""),
@@ -76,6 +76,7 @@ fn static_full_name(pod: &Pod) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::static_pod::FILE_SOURCE;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn pod(name: &str, uid: &str, source: &str) -> Pod {

@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::info;
 
+use crate::cm::ContainerManager;
 use crate::config::{PodOperation, PodUpdate, SourcesReady};
+use crate::eviction::EvictedPods;
 use crate::pleg::{PodLifecycleEvent, PodLifecycleEventType, RuntimePods};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdateType, WorkerResult};
@@ -34,6 +36,8 @@ pub struct SyncLoopInputs {
     pub pleg: mpsc::Receiver<PodLifecycleEvent>,
     /// Completions reported by the pod workers.
     pub results: mpsc::UnboundedReceiver<WorkerResult>,
+    /// Pods the eviction manager evicts.
+    pub evictions: mpsc::Receiver<Arc<Pod>>,
 }
 
 /// The SyncLoop and the state only it touches.
@@ -45,15 +49,22 @@ pub struct SyncLoop {
     sources_ready: SourcesReady,
     runtime_pods: RuntimePods,
     static_pod_starts: StaticPodStarts,
+    /// Pods with a `deletionTimestamp` whose termination was started (until removed).
+    deleted: HashSet<String>,
+    evicted: Arc<EvictedPods>,
+    container_manager: Arc<ContainerManager>,
 }
 
 impl SyncLoop {
-    /// A SyncLoop dispatching to `pod_workers`.
+    /// A SyncLoop dispatching to `pod_workers`; `evicted` is forgotten for deleted pods,
+    /// and housekeeping removes orphaned pod cgroups through `container_manager`.
     pub fn new(
         pod_manager: Arc<PodManager>,
         pod_workers: PodWorkers,
         sources_ready: SourcesReady,
         runtime_pods: RuntimePods,
+        evicted: Arc<EvictedPods>,
+        container_manager: Arc<ContainerManager>,
     ) -> Self {
         Self {
             pod_manager,
@@ -62,6 +73,9 @@ impl SyncLoop {
             sources_ready,
             runtime_pods,
             static_pod_starts: StaticPodStarts::default(),
+            deleted: HashSet::new(),
+            evicted,
+            container_manager,
         }
     }
 
@@ -78,6 +92,7 @@ impl SyncLoop {
                 Some(update) = inputs.updates.recv() => self.handle_update(update),
                 Some(event) = inputs.pleg.recv() => self.handle_pleg_event(&event),
                 Some(result) = inputs.results.recv() => self.handle_worker_result(result),
+                Some(pod) = inputs.evictions.recv() => self.handle_eviction(pod),
                 _ = sync_ticker.tick() => self.sync_due_pods(),
                 _ = housekeeping.tick() => {
                     // Read readiness first, then apply every update queued before it was
@@ -96,25 +111,35 @@ impl SyncLoop {
         info!("SyncLoop stopped; pods are left running");
     }
 
+    /// Applies one config update (upstream `HandlePodAdditions`, `HandlePodUpdates`,
+    /// `HandlePodRemoves`, `HandlePodReconcile`; DELETE is a graceful termination).
     fn handle_update(&mut self, update: PodUpdate) {
         for pod in update.pods {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let name = pod.metadata.name.clone().unwrap_or_default();
             match update.op {
-                PodOperation::Add | PodOperation::Update => {
+                PodOperation::Add | PodOperation::Update | PodOperation::Delete => {
                     info!(pod = %name, uid = %uid, op = ?update.op, source = %update.source, "pod update");
                     if let Some(pod) = self.pod_manager.add_or_update(pod) {
                         self.sync_pod(pod);
                     }
                 }
+                PodOperation::Reconcile => {
+                    // Status only: the stored pod changes, its containers do not.
+                    self.pod_manager.add_or_update(pod);
+                }
                 PodOperation::Remove => {
                     info!(pod = %name, uid = %uid, source = %update.source, "pod removed; terminating");
                     self.work_queue.remove(&uid);
+                    let already_deleted = self.deleted.remove(&uid);
+                    self.evicted.forget(&uid);
                     if !self.pod_workers.is_known(&uid) {
                         // A static pod still waiting for its name never started.
                         self.static_pod_starts.terminated(&uid);
                     }
-                    if let Some(pod) = self.pod_manager.remove(&uid) {
+                    if let Some(pod) = self.pod_manager.remove(&uid)
+                        && !already_deleted
+                    {
                         self.pod_workers.update_pod(
                             pod,
                             UpdateType::Kill {
@@ -125,6 +150,20 @@ impl SyncLoop {
                 }
             }
         }
+    }
+
+    /// Terminates a pod the eviction manager evicts, with no grace period (hard
+    /// thresholds; the runtime still gives the minimum of 2 s).
+    fn handle_eviction(&mut self, pod: Arc<Pod>) {
+        if let Some(uid) = pod.metadata.uid.as_deref() {
+            self.work_queue.remove(uid);
+        }
+        self.pod_workers.update_pod(
+            pod,
+            UpdateType::Kill {
+                grace_override: Some(0),
+            },
+        );
     }
 
     fn handle_pleg_event(&mut self, event: &PodLifecycleEvent) {
@@ -174,13 +213,36 @@ impl SyncLoop {
     /// Sends a sync to the pod's worker, unless another static pod of the same full name
     /// still runs: then it waits for that one's termination.
     fn sync_pod(&mut self, pod: Arc<Pod>) {
+        if pod.metadata.deletion_timestamp.is_some() {
+            self.terminate_deleted_pod(pod);
+            return;
+        }
         if self.static_pod_starts.allow(&pod) {
             self.pod_workers.update_pod(pod, UpdateType::Sync);
         }
     }
 
+    /// Terminates a pod that has a `deletionTimestamp`, once, with its
+    /// `deletionGracePeriodSeconds` (else its `terminationGracePeriodSeconds`); it stays
+    /// known until its source removes it, and is never started again.
+    fn terminate_deleted_pod(&mut self, pod: Arc<Pod>) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if !self.deleted.insert(uid.clone()) {
+            return;
+        }
+        info!(pod = pod.metadata.name.as_deref().unwrap_or(""), uid = %uid, "pod deleted; terminating it gracefully");
+        self.work_queue.remove(&uid);
+        if !self.pod_workers.is_known(&uid) {
+            self.static_pod_starts.terminated(&uid);
+        }
+        let grace_override = pod.metadata.deletion_grace_period_seconds;
+        self.pod_workers
+            .update_pod(pod, UpdateType::Kill { grace_override });
+    }
+
     /// Terminates pods that are no longer desired and pods found on the runtime that no
-    /// source knows (upstream `HandlePodCleanups`). Only once all sources were seen.
+    /// source knows, and removes the cgroups of pods neither desired nor known to a pod
+    /// worker (upstream `HandlePodCleanups`). Only once all sources were seen.
     fn handle_pod_cleanups(&mut self) {
         let desired: HashSet<String> = self
             .pod_manager
@@ -188,6 +250,17 @@ impl SyncLoop {
             .iter()
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
+        let keep: HashSet<String> = desired
+            .iter()
+            .cloned()
+            .chain(
+                self.pod_workers
+                    .known_pods()
+                    .into_iter()
+                    .map(|(uid, _)| uid),
+            )
+            .collect();
+        self.container_manager.cleanup_orphaned_pod_cgroups(&keep);
         for (uid, pod) in self.pod_workers.known_pods() {
             if !desired.contains(&uid) && !self.pod_workers.is_terminating(&uid) {
                 self.pod_workers.update_pod(
@@ -234,5 +307,153 @@ impl SyncLoop {
             .cleanup_orphaned_pod_dirs(|uid| {
                 desired.contains(uid) || workers.is_known(uid) || on_runtime.contains(uid)
             });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cri::fake::FakeCri;
+    use crate::kubelet::Kubelet;
+    use crate::kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn pod(grace: i64) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                uid: Some("u1".into()),
+                name: Some("web-n".into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                termination_grace_period_seconds: Some(grace),
+                containers: vec![Container {
+                    name: "c".into(),
+                    image: Some("busybox:1".into()),
+                    image_pull_policy: Some("IfNotPresent".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn update(op: PodOperation, pod: Pod) -> PodUpdate {
+        PodUpdate {
+            op,
+            pods: vec![pod],
+            source: "http".into(),
+        }
+    }
+
+    fn count(cri: &FakeCri, prefix: &str) -> usize {
+        cri.calls().iter().filter(|c| c.starts_with(prefix)).count()
+    }
+
+    /// Runs worker results into the loop until `done` holds (10 s at most).
+    async fn drive(
+        sync_loop: &mut SyncLoop,
+        results: &mut mpsc::UnboundedReceiver<WorkerResult>,
+        mut done: impl FnMut(&SyncLoop) -> bool,
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done(sync_loop) {
+            match tokio::time::timeout_at(deadline, results.recv()).await {
+                Ok(Some(result)) => sync_loop.handle_worker_result(result),
+                _ => panic!("timed out"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn reconcile_updates_the_pod_and_delete_terminates_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let cri = Arc::new(FakeCri::default());
+        let runtime = KubeGenericRuntimeManager::new(
+            cri.clone(),
+            RuntimeManagerConfig {
+                pod_logs_dir: dir.path().to_owned(),
+                cgroup_root: "/skiff-unit-test-nonexistent".into(),
+                node_ip: "10.0.0.2".into(),
+                resolv_conf: "/etc/resolv.conf".into(),
+                memory_capacity: 1 << 30,
+                pod_dirs: crate::pod_dirs::PodDirs::new(dir.path().join("root")),
+                allocatable: Default::default(),
+            },
+        );
+        let kubelet = Arc::new(Kubelet {
+            runtime: Arc::new(runtime),
+            status_manager: Default::default(),
+            reasons: Default::default(),
+            node_ip: "10.0.0.2".into(),
+            runtime_name: "fake".into(),
+            sync_frequency: Duration::from_secs(60),
+            container_manager: Arc::new(ContainerManager::disabled()),
+            evictions: Default::default(),
+            volume_manager: Arc::new(crate::volume::VolumeManager::new(
+                crate::pod_dirs::PodDirs::new(dir.path().join("root")),
+                crate::volume::probe_volume_plugins(Default::default()),
+            )),
+        });
+        let (results_tx, mut results) = mpsc::unbounded_channel();
+        let pod_manager = Arc::new(PodManager::default());
+        let mut sync_loop = SyncLoop::new(
+            pod_manager.clone(),
+            PodWorkers::new(kubelet.clone(), results_tx),
+            SourcesReady::default(),
+            RuntimePods::default(),
+            kubelet.evictions.clone(),
+            kubelet.container_manager.clone(),
+        );
+
+        sync_loop.handle_update(update(PodOperation::Add, pod(30)));
+        drive(&mut sync_loop, &mut results, |l| {
+            l.work_queue.contains_key("u1")
+        })
+        .await;
+        assert_eq!(count(&cri, "StartContainer"), 1);
+
+        let mut reconciled = pod(30);
+        reconciled.status = Some(PodStatus {
+            message: Some("from the source".into()),
+            ..Default::default()
+        });
+        sync_loop.handle_update(update(PodOperation::Reconcile, reconciled.clone()));
+        let stored = pod_manager.get("u1").map(|p| p.status.clone());
+        assert_eq!(stored, Some(reconciled.status.clone()));
+
+        let mut deleted = reconciled;
+        deleted.metadata.deletion_timestamp = Some(Time(Default::default()));
+        deleted.metadata.deletion_grace_period_seconds = Some(7);
+        sync_loop.handle_update(update(PodOperation::Delete, deleted.clone()));
+        drive(&mut sync_loop, &mut results, |l| {
+            !l.pod_workers.is_known("u1")
+        })
+        .await;
+        assert_eq!(cri.sandbox_count(), 0);
+        assert_eq!(count(&cri, "StopContainer:7"), 1, "{:?}", cri.calls());
+        assert!(
+            pod_manager.get("u1").is_some(),
+            "kept until its source removes it"
+        );
+
+        // Later events for the deleted pod never start it again.
+        let calls = cri.calls().len();
+        sync_loop.handle_update(update(PodOperation::Delete, deleted.clone()));
+        sync_loop.sync_pod(Arc::new(deleted.clone()));
+        assert!(!sync_loop.pod_workers.is_known("u1"));
+        assert_eq!(cri.calls().len(), calls);
+        assert_eq!(count(&cri, "StartContainer"), 1);
+
+        sync_loop.handle_update(update(PodOperation::Remove, deleted));
+        assert!(pod_manager.get("u1").is_none());
+        assert!(
+            !sync_loop.pod_workers.is_known("u1"),
+            "nothing left to kill"
+        );
+        assert!(sync_loop.deleted.is_empty());
     }
 }

@@ -1,11 +1,13 @@
 //! Command-line flags. Names and defaults follow the upstream components
 //! (`kubelet --pod-manifest-path`, `--container-runtime-endpoint`, ...).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use skiff_kubelet::config::kubelet_configuration;
 
 /// Kubernetes in one binary.
 #[derive(Debug, Parser)]
@@ -18,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The node agent. Embeds the CRI runtime unless --container-runtime-endpoint is given.
-    Kubelet(KubeletArgs),
+    Kubelet(Box<KubeletArgs>),
     /// The CRI runtime alone, serving CRI v1 on `<state>/skiff.sock`.
     Runtime(RuntimeArgs),
     /// Image store tools (`skiff image import FILE|DIR`).
@@ -53,12 +55,24 @@ pub struct BenchCriArgs {
     pub pods: Vec<usize>,
 }
 
-/// `skiff kubelet` flags.
+/// `skiff kubelet` flags. With `--config`, the file gives the settings; a flag overrides
+/// it only when given, and what neither sets keeps the upstream default (shown in
+/// brackets).
 #[derive(Debug, Args)]
 pub struct KubeletArgs {
+    /// KubeletConfiguration file (kubelet.config.k8s.io/v1beta1, YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Directory of static pod manifests (one Pod per .yaml, .yml or .json file).
     #[arg(long)]
     pub pod_manifest_path: Option<PathBuf>,
+    /// URL serving a Pod or a PodList (YAML or JSON) to run as static pods.
+    #[arg(long, value_name = "URL")]
+    pub manifest_url: Option<String>,
+    /// HTTP headers for --manifest-url requests, `name:value` pairs separated by commas;
+    /// may be repeated (`a:hello,b:again --manifest-url-header b:beautiful`).
+    #[arg(long, value_name = "NAME:VALUE,...")]
+    pub manifest_url_header: Vec<String>,
     /// The kubelet's own state directory.
     #[arg(long, default_value = "/var/lib/skiff/kubelet")]
     pub root_dir: PathBuf,
@@ -74,29 +88,91 @@ pub struct KubeletArgs {
     /// [default: /run/skiff].
     #[arg(long, value_name = "DIR")]
     pub runtime_state: Option<PathBuf>,
-    /// Read-only HTTP port (`/healthz`, `/pods`); 0 disables it.
-    #[arg(long, default_value_t = 10255)]
-    pub read_only_port: u16,
+    /// Address the kubelet's ports listen on [default: 127.0.0.1].
+    #[arg(long, value_name = "IP")]
+    pub address: Option<IpAddr>,
+    /// Main HTTPS port (logs, exec, attach, port-forward, stats; no authentication yet);
+    /// 0 disables it [default: 10250].
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Read-only HTTP port (`/healthz`, `/pods`, `/stats/summary`, `/metrics`); 0 disables
+    /// it [default: 10255; 0 with --config, as upstream's KubeletConfiguration].
+    #[arg(long, value_name = "PORT")]
+    pub read_only_port: Option<u16>,
+    /// Serving certificate of the main port [default: self-signed].
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key of --tls-cert-file.
+    #[arg(long, value_name = "FILE")]
+    pub tls_private_key_file: Option<PathBuf>,
     /// Node name to use instead of the host name.
     #[arg(long)]
     pub hostname_override: Option<String>,
     /// The node's IP address (status.hostIP); default: the address of the default route.
     #[arg(long)]
     pub node_ip: Option<IpAddr>,
-    /// A remote CRI runtime (`unix:///run/containerd/containerd.sock`) instead of the embedded one.
+    /// A remote CRI runtime (`unix:///run/containerd/containerd.sock`) instead of the
+    /// embedded one [default: the file's containerRuntimeEndpoint, else embedded].
     #[arg(long)]
     pub container_runtime_endpoint: Option<String>,
-    /// How often the manifest directory is rescanned, besides change notifications.
-    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
-    pub file_check_frequency: Duration,
-    /// How often every pod is synced even without events.
-    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
-    pub sync_frequency: Duration,
-    /// Root of the cgroup hierarchy for pods (`<root>/kubepods/...`).
-    #[arg(long, default_value = "/")]
-    pub cgroup_root: PathBuf,
+    /// How often the manifest directory is rescanned, besides change notifications
+    /// [default: 20s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub file_check_frequency: Option<Duration>,
+    /// How often --manifest-url is fetched [default: 20s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub http_check_frequency: Option<Duration>,
+    /// How often every pod is synced even without events [default: 1m].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub sync_frequency: Option<Duration>,
+    /// Root of the cgroup hierarchy for pods (`<root>/kubepods/...`) [default: /].
+    #[arg(long, value_name = "PATH")]
+    pub cgroup_root: Option<PathBuf>,
+    /// cgroup driver; only `cgroupfs` is supported [default: cgroupfs].
+    #[arg(long, value_name = "DRIVER")]
+    pub cgroup_driver: Option<String>,
+    /// QoS cgroups `kubepods/{burstable,besteffort}` [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub cgroups_per_qos: Option<bool>,
+    /// Resources reserved for system daemons, e.g. `cpu=200m,memory=500Mi`.
+    #[arg(long, value_name = "RESOURCE=QUANTITY,...", value_parser = map_string_string)]
+    pub system_reserved: Option<BTreeMap<String, String>>,
+    /// Resources reserved for Kubernetes daemons, e.g. `memory=256Mi`.
+    #[arg(long, value_name = "RESOURCE=QUANTITY,...", value_parser = map_string_string)]
+    pub kube_reserved: Option<BTreeMap<String, String>>,
+    /// Hard eviction thresholds, replacing the defaults, e.g.
+    /// `memory.available<100Mi,nodefs.available<10%`.
+    #[arg(long, value_name = "SIGNAL<QUANTITY,...", value_parser = eviction_thresholds)]
+    pub eviction_hard: Option<BTreeMap<String, String>>,
+    /// Disk usage percentage above which image GC runs [default: 85].
+    #[arg(long, value_name = "PERCENT")]
+    pub image_gc_high_threshold: Option<i32>,
+    /// Disk usage percentage image GC frees down to [default: 80].
+    #[arg(long, value_name = "PERCENT")]
+    pub image_gc_low_threshold: Option<i32>,
+    /// Minimum age of a dead container before it is garbage collected [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub minimum_container_ttl_duration: Option<Duration>,
+    /// Dead containers kept per container [default: 1].
+    #[arg(long, value_name = "N")]
+    pub maximum_dead_containers_per_container: Option<i32>,
+    /// Dead containers kept on the node; -1 for no limit [default: -1].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub maximum_dead_containers: Option<i32>,
     #[command(flatten)]
     pub network: NetworkArgs,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    kubelet_configuration::parse_duration(s)
+}
+
+fn map_string_string(s: &str) -> Result<BTreeMap<String, String>, String> {
+    kubelet_configuration::parse_map_string_string(s)
+}
+
+fn eviction_thresholds(s: &str) -> Result<BTreeMap<String, String>, String> {
+    kubelet_configuration::parse_eviction_thresholds(s)
 }
 
 /// `skiff runtime` flags. The configuration file gives everything; a flag overrides it

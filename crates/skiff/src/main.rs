@@ -47,7 +47,7 @@ fn main() -> ExitCode {
 
 async fn run(command: cli::Command) -> anyhow::Result<()> {
     match command {
-        cli::Command::Kubelet(args) => kubelet::run(args).await,
+        cli::Command::Kubelet(args) => kubelet::run(*args).await,
         cli::Command::Runtime(args) => runtime::run(args).await,
         cli::Command::Image(args) => image::run(args).await,
         cli::Command::Bench(cli::BenchCommand::Cri(args)) => bench::cri(args).await,

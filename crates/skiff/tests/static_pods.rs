@@ -1,5 +1,6 @@
-//! End-to-end: static pods through `skiff kubelet` with the embedded runtime, real runc, real
-//! CNI plugins and a real registry (issue 2's acceptance). Run as root.
+//! End-to-end: static pods through `skiff kubelet`, on its embedded runtime and on
+//! Debian's containerd 1.6 (`<case>::embedded`, `<case>::containerd`), with real runc,
+//! real CNI plugins and a real registry (issues 2 and 4). Run as root.
 
 mod common;
 
@@ -7,10 +8,18 @@ use std::time::Duration;
 
 use common::{Cluster, container_status, pod_ip, pod_phase};
 
+common::node_cases! {
+    httpd_static_pod_serves_and_logs,
+    pods_reach_each_other,
+    edit_replaces_and_delete_cleans_up,
+    edited_host_network_pod_waits_for_its_predecessor,
+    restart_policies,
+    bad_input_is_reported_and_isolated,
+    kubelet_sigkill_keeps_containers,
+}
+
 /// A busybox httpd pod becomes Running, answers on its pod IP, and logs in CRI format.
-#[test]
-fn httpd_static_pod_serves_and_logs() {
-    let cluster = Cluster::start();
+fn httpd_static_pod_serves_and_logs(cluster: Cluster) {
     cluster.write_manifest(
         "web.yaml",
         &common::httpd_pod("web", &cluster.image, "hello skiff"),
@@ -44,8 +53,8 @@ fn httpd_static_pod_serves_and_logs() {
         common::assert_cri_log_line(line);
     }
 
-    // The embedded runtime serves CRI v1 on its socket for standard CRI tools.
-    let sandboxes = common::cri_pod_sandboxes(&cluster.node.dir().join("st/skiff.sock"));
+    // The runtime serves CRI v1 on its socket for standard CRI tools.
+    let sandboxes = common::cri_pod_sandboxes(&cluster.node.cri_socket());
     let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
     assert!(
         sandboxes
@@ -60,9 +69,7 @@ fn httpd_static_pod_serves_and_logs() {
 }
 
 /// Two pods get different IPs and reach each other over the pod network.
-#[test]
-fn pods_reach_each_other() {
-    let cluster = Cluster::start();
+fn pods_reach_each_other(cluster: Cluster) {
     cluster.write_manifest(
         "server.yaml",
         &common::httpd_pod("server", &cluster.image, "from server"),
@@ -103,9 +110,7 @@ spec:
 }
 
 /// Editing a manifest replaces the pod's container; deleting it leaves nothing behind.
-#[test]
-fn edit_replaces_and_delete_cleans_up() {
-    let cluster = Cluster::start();
+fn edit_replaces_and_delete_cleans_up(cluster: Cluster) {
     let name = cluster.static_name("edit");
     cluster.write_manifest(
         "edit.yaml",
@@ -137,9 +142,7 @@ fn edit_replaces_and_delete_cleans_up() {
 
 /// An edited static pod starts only once its predecessor has terminated, as upstream: a
 /// host-network server finds its port free and starts once (restartCount 0).
-#[test]
-fn edited_host_network_pod_waits_for_its_predecessor() {
-    let cluster = Cluster::start();
+fn edited_host_network_pod_waits_for_its_predecessor(cluster: Cluster) {
     let port = common::free_port();
     let manifest = |body: &str| {
         format!(
@@ -189,9 +192,7 @@ spec:
 }
 
 /// OnFailure restarts a failing container; Never ends the pod Failed with the exit code.
-#[test]
-fn restart_policies() {
-    let cluster = Cluster::start();
+fn restart_policies(cluster: Cluster) {
     let exit_pod = |name: &str, policy: &str, code: u8| {
         format!(
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  restartPolicy: {policy}\n  containers:\n  - name: main\n    image: {}\n    command: [sh, -c, 'echo failing; exit {code}']\n",
@@ -232,9 +233,7 @@ fn restart_policies() {
 }
 
 /// Broken manifests and unpullable images are reported and never disturb other pods.
-#[test]
-fn bad_input_is_reported_and_isolated() {
-    let cluster = Cluster::start();
+fn bad_input_is_reported_and_isolated(cluster: Cluster) {
     cluster.write_manifest(
         "good.yaml",
         &common::httpd_pod("good", &cluster.image, "still fine"),
@@ -310,9 +309,7 @@ fn bad_input_is_reported_and_isolated() {
 }
 
 /// SIGKILL of the kubelet leaves containers running: same IDs, same restartCount, same log file.
-#[test]
-fn kubelet_sigkill_keeps_containers() {
-    let mut cluster = Cluster::start();
+fn kubelet_sigkill_keeps_containers(mut cluster: Cluster) {
     let manifest = format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: ticker}}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: main\n    image: {}\n    command: [sh, -c, 'i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done']\n",
         cluster.image

@@ -5,9 +5,12 @@
 //! - [`ImageBuilder`] builds OCI images in memory from layer tars ([`layer_tar`]);
 //!   [`busybox`] / [`busybox_with`] build the test image with it from Debian's
 //!   busybox-static; [`push`] uploads an image to a registry.
+//! - [`TlsTunnel`] (async): plain TCP in, verified TLS out, for the [`stream`] clients
+//!   against the kubelet's HTTPS port.
 //! - [`Proxy`]: a TCP proxy that slows down or stalls a server's responses ([`Throttle`]).
-//! - [`Node`]: a running `skiff kubelet` with its own directories, CNI network and
-//!   read-only port, torn down (pods, mounts, bridge, iptables rules) on drop.
+//! - [`Node`]: a running `skiff kubelet` (on its embedded runtime or on a private
+//!   containerd, [`NodeRuntime`]) with its own directories, CNI network, read-only and
+//!   HTTPS ports, torn down (pods, mounts, bridge, iptables rules) on drop.
 //! - [`cri::CriRuntime`]: a CRI runtime (`skiff runtime` or containerd 1.6) for the CRI
 //!   integration suite, with async (tokio) gRPC clients; [`pause`] is the sandbox image
 //!   it gives containerd.
@@ -27,13 +30,16 @@ mod registry;
 mod spawn;
 pub mod stream;
 mod sys;
+mod tls_tunnel;
 mod token;
 
 pub use image::{
     ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,
-    PlatformManifest, TarEntry, archive_tar, busybox, busybox_with, layer_tar, pause, write_files,
+    PlatformManifest, TarEntry, archive_tar, busybox, busybox_configured, busybox_with, layer_tar,
+    pause, write_files,
 };
-pub use node::{Node, NodeOptions};
+pub use node::{Node, NodeOptions, NodeRuntime};
 pub use proxy::{Proxy, Throttle};
 pub use push::push;
 pub use registry::Registry;
+pub use tls_tunnel::TlsTunnel;

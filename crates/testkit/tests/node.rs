@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use skiff_testkit::{Node, NodeOptions};
+use skiff_testkit::{Node, NodeOptions, NodeRuntime};
 
 /// A script taking the kubelet's flags: it checks them, logs a line and serves
 /// `<root-dir>/www` (`healthz`, `pods`) on the read-only port.
@@ -43,6 +43,7 @@ fn start() -> (tempfile::TempDir, Node) {
     let node = Node::start(NodeOptions {
         skiff_bin,
         extra_args: Vec::new(),
+        runtime: NodeRuntime::Embedded,
     })
     .unwrap();
     (bin_dir, node)

@@ -1,8 +1,16 @@
-//! Container manager (upstream `pkg/kubelet/cm`): QoS classes, pod cgroups, resources.
+//! Container manager (upstream `pkg/kubelet/cm`): QoS classes, the cgroup tree of pods
+//! ([`container_manager::ContainerManager`] over the [`cgroupfs`] driver), pod resources
+//! and node allocatable.
 
+pub mod allocatable;
+pub mod cgroupfs;
 pub mod cgroups;
+pub mod container_manager;
 pub mod qos;
 pub mod quantity;
+pub mod resources;
+
+pub use container_manager::{ContainerManager, ContainerManagerConfig};
 
 /// Total memory of the machine in bytes (MemTotal of /proc/meminfo); 0 if unknown.
 pub fn machine_memory_capacity() -> i64 {

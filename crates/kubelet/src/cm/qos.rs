@@ -1,9 +1,10 @@
 //! Pod QoS classes and OOM score adjustment (upstream `pkg/apis/core/v1/helper/qos`
 //! `GetPodQOS` and `pkg/kubelet/qos/policy.go`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::quantity;
 
@@ -36,62 +37,65 @@ const BEST_EFFORT_OOM_SCORE_ADJ: i64 = 1000;
 /// The resources that decide the QoS class.
 const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
 
-/// Computes the QoS class from the containers' cpu and memory requests and limits.
+/// Computes the QoS class (upstream `ComputePodQOS`): from the pod-level resources when
+/// the pod sets them (PodLevelResources), else per container, init containers included:
+/// a container is BestEffort without cpu and memory requests and limits, Guaranteed when
+/// its cpu and memory requests equal its limits and are set; the pod is Guaranteed or
+/// BestEffort when all its containers are, else Burstable.
 pub fn pod_qos(pod: &Pod) -> QosClass {
-    let containers = pod.spec.iter().flat_map(|s| {
-        s.containers
-            .iter()
-            .chain(s.init_containers.iter().flatten())
-    });
-    let mut requests: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut guaranteed = true;
-    for container in containers {
-        let resources = container.resources.as_ref();
-        for (name, q) in resources
-            .and_then(|r| r.requests.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            if let (Some(res), Some(v)) = (qos_resource(name), quantity::parse(q))
-                && v > 0.0
-            {
-                *requests.entry(res).or_default() += v;
-            }
-        }
-        let mut limits_found = HashSet::new();
-        for (name, q) in resources
-            .and_then(|r| r.limits.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            if let (Some(res), Some(v)) = (qos_resource(name), quantity::parse(q))
-                && v > 0.0
-            {
-                *limits.entry(res).or_default() += v;
-                limits_found.insert(res);
-            }
-        }
-        if limits_found.len() != QOS_RESOURCES.len() {
-            guaranteed = false;
-        }
-    }
-    if requests.is_empty() && limits.is_empty() {
+    let Some(spec) = pod.spec.as_ref() else {
         return QosClass::BestEffort;
+    };
+    if let Some(resources) = spec.resources.as_ref() {
+        return resource_qos(resources);
     }
-    if guaranteed
-        && requests
-            .iter()
-            .all(|(name, req)| limits.get(name) == Some(req))
-        && requests.len() == limits.len()
+    let mut pod_qos = None;
+    for container in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
     {
-        return QosClass::Guaranteed;
+        let qos = container
+            .resources
+            .as_ref()
+            .map_or(QosClass::BestEffort, resource_qos);
+        match pod_qos {
+            _ if qos == QosClass::Burstable => return qos,
+            None => pod_qos = Some(qos),
+            Some(seen) if seen != qos => return QosClass::Burstable,
+            Some(_) => {}
+        }
     }
-    QosClass::Burstable
+    pod_qos.unwrap_or(QosClass::BestEffort)
 }
 
-fn qos_resource(name: &str) -> Option<&'static str> {
-    QOS_RESOURCES.into_iter().find(|r| *r == name)
+/// The QoS class of one set of requests and limits (upstream `resourceQOS`).
+fn resource_qos(resources: &ResourceRequirements) -> QosClass {
+    let amount = |list: Option<&BTreeMap<String, Quantity>>, name: &str| {
+        list.and_then(|l| l.get(name))
+            .and_then(quantity::parse)
+            .unwrap_or(0.0)
+    };
+    let mut qos = None;
+    for name in QOS_RESOURCES {
+        let request = amount(resources.requests.as_ref(), name);
+        let limit = amount(resources.limits.as_ref(), name);
+        if request != limit {
+            return QosClass::Burstable;
+        }
+        let class = if request == 0.0 {
+            QosClass::BestEffort
+        } else {
+            QosClass::Guaranteed
+        };
+        match qos {
+            None => qos = Some(class),
+            Some(seen) if seen != class => return QosClass::Burstable,
+            Some(_) => {}
+        }
+    }
+    qos.unwrap_or(QosClass::BestEffort)
 }
 
 /// The `oom_score_adj` of a container: -997 Guaranteed, 1000 BestEffort, and for
@@ -123,8 +127,7 @@ pub fn container_oom_score_adj(pod: &Pod, container: &Container, memory_capacity
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::api::core::v1::PodSpec;
 
     fn res(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
         (!pairs.is_empty()).then(|| {
@@ -181,6 +184,35 @@ mod tests {
             pod_qos(&pod(&[(&[("ephemeral-storage", "1Gi")], &[])])),
             QosClass::BestEffort
         );
+    }
+
+    #[test]
+    fn init_containers_and_pod_level_resources_count() {
+        let full = [("cpu", "1"), ("memory", "1Gi")];
+        let mut p = pod(&[(&full, &full)]);
+        let init = pod(&[(&[], &[])])
+            .spec
+            .map(|s| s.containers)
+            .unwrap_or_default();
+        if let Some(spec) = p.spec.as_mut() {
+            spec.init_containers = Some(init);
+        }
+        assert_eq!(pod_qos(&p), QosClass::Burstable);
+        let mut p = pod(&[(&[], &[])]);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.resources = Some(ResourceRequirements {
+                requests: res(&full),
+                limits: res(&full),
+                ..Default::default()
+            });
+        }
+        assert_eq!(pod_qos(&p), QosClass::Guaranteed);
+        // Equal quantities written differently are equal.
+        let p = pod(&[(
+            &[("cpu", "1000m"), ("memory", "1024Mi")],
+            &[("cpu", "1"), ("memory", "1Gi")],
+        )]);
+        assert_eq!(pod_qos(&p), QosClass::Guaranteed);
     }
 
     #[test]

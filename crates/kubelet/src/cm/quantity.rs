@@ -43,6 +43,26 @@ pub fn value(quantity: &Quantity) -> i64 {
     parse(quantity).map_or(0, |v| v.ceil() as i64)
 }
 
+/// `value` as a canonical binary-SI quantity string (upstream `resource.Quantity.String()`
+/// of `NewQuantity(value, BinarySI)`): the largest power-of-1024 suffix that divides it
+/// exactly (`100Mi`, `1536Ki`), plain for values below 1024 or not divisible by 1024.
+pub fn format_binary_si(value: i64) -> String {
+    const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    if value.abs() < 1024 {
+        return value.to_string();
+    }
+    let mut number = value;
+    let mut suffix = "";
+    for s in SUFFIXES {
+        if number % 1024 != 0 {
+            break;
+        }
+        number /= 1024;
+        suffix = s;
+    }
+    format!("{number}{suffix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +81,15 @@ mod tests {
         assert_eq!(value(&q("1e3")), 1000);
         assert_eq!(parse(&q("12X")), None);
         assert_eq!(value(&q("bogus")), 0);
+    }
+
+    #[test]
+    fn formats_binary_si() {
+        assert_eq!(format_binary_si(0), "0");
+        assert_eq!(format_binary_si(1000), "1000");
+        assert_eq!(format_binary_si(100 << 20), "100Mi");
+        assert_eq!(format_binary_si(1536 * 1024), "1536Ki");
+        assert_eq!(format_binary_si(5_000_000), "5000000");
+        assert_eq!(format_binary_si(3 << 30), "3Gi");
     }
 }

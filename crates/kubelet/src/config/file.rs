@@ -14,7 +14,8 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use super::static_pod::apply_static_pod_defaults;
+use super::Snapshot;
+use super::static_pod::{FILE_SOURCE, apply_static_pod_defaults, static_pod_uid};
 use super::validation::validate_pod;
 
 /// Manifest extensions read from the directory (upstream reads YAML and JSON).
@@ -54,7 +55,7 @@ impl FileSource {
 
     /// Scans now, then on every directory event and every check period, sending each
     /// snapshot to `snapshots`. Returns when the receiver is gone.
-    pub async fn run(mut self, snapshots: mpsc::Sender<Vec<Pod>>) {
+    pub async fn run(mut self, snapshots: mpsc::Sender<Snapshot>) {
         let (event_tx, mut events) = mpsc::unbounded_channel();
         let mut watcher = None;
         let mut ticker = tokio::time::interval(self.check_frequency);
@@ -62,7 +63,11 @@ impl FileSource {
             if watcher.is_none() {
                 watcher = self.watch(event_tx.clone());
             }
-            if snapshots.send(self.scan()).await.is_err() {
+            let snapshot = Snapshot {
+                source: FILE_SOURCE,
+                pods: self.scan(),
+            };
+            if snapshots.send(snapshot).await.is_err() {
                 return;
             }
             tokio::select! {
@@ -188,7 +193,8 @@ pub fn parse_manifest(
     if pod.metadata.name.as_deref().unwrap_or("").is_empty() {
         return Err("metadata.name: Required value".to_owned());
     }
-    apply_static_pod_defaults(&mut pod, node_name, path, content, seen);
+    let uid = static_pod_uid(node_name, path, content);
+    apply_static_pod_defaults(&mut pod, node_name, FILE_SOURCE, uid, seen);
     validate_pod(&pod)?;
     Ok(pod)
 }

@@ -1,4 +1,4 @@
-//! Defaults applied to pods read from a manifest file (upstream
+//! Defaults applied to static pods, read from a manifest file or a manifest URL (upstream
 //! `pkg/kubelet/config/common.go` `applyDefaults`, plus the API server's pod defaulting
 //! that static pods never go through).
 
@@ -8,7 +8,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSecurityContext, ResourceRequirements};
 use md5::{Digest, Md5};
 
-/// Annotation naming the pod source (`file`).
+/// Annotation naming the pod source (`file`, `http`).
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 /// Annotation holding the hash of the pod as read from its source (the UID for static pods).
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
@@ -16,6 +16,13 @@ pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
 /// The pod source name for manifest files.
 pub const FILE_SOURCE: &str = "file";
+/// The pod source name for the manifest URL.
+pub const HTTP_SOURCE: &str = "http";
+
+/// True for the sources of static pods (upstream: every source but the API server).
+pub fn is_static_pod_source(source: &str) -> bool {
+    source == FILE_SOURCE || source == HTTP_SOURCE
+}
 
 /// Computes the UID of a static pod: hex MD5 over `host:<node>`, `file:<path>` and the
 /// manifest bytes, so the same file on the same node always gives the same UID and any
@@ -28,15 +35,25 @@ pub fn static_pod_uid(node_name: &str, path: &Path, content: &[u8]) -> String {
     hex::encode(hasher.finalize())
 }
 
-/// Applies the static pod defaults to a pod parsed from `path`:
-/// name `<name>-<node>`, namespace `default`, UID (unless the manifest sets one),
-/// config annotations (`seen` is `seen_at`, RFC 3339), `spec.nodeName`, and the pod spec
-/// defaults of the API server ([`default_pod_spec`]).
+/// Computes the UID of a pod served by a manifest URL: hex MD5 over the pod as served
+/// (its JSON) and `url:<url>`, so any edit of the pod gives a new UID.
+pub fn http_pod_uid(url: &str, pod_json: &[u8]) -> String {
+    let mut hasher = Md5::new();
+    hasher.update(pod_json);
+    hasher.update(format!("url:{url}").as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// Applies the static pod defaults to a pod read from `source` ([`FILE_SOURCE`] or
+/// [`HTTP_SOURCE`]): name `<name>-<node>`, namespace `default`, UID `uid` (unless the
+/// manifest sets one; see [`static_pod_uid`], [`http_pod_uid`]), config annotations
+/// (`seen` is `seen_at`, RFC 3339), `spec.nodeName`, and the pod spec defaults of the
+/// API server ([`default_pod_spec`]).
 pub fn apply_static_pod_defaults(
     pod: &mut Pod,
     node_name: &str,
-    path: &Path,
-    content: &[u8],
+    source: &str,
+    uid: String,
     seen_at: &str,
 ) {
     let meta = &mut pod.metadata;
@@ -46,11 +63,11 @@ pub fn apply_static_pod_defaults(
         meta.namespace = Some("default".to_owned());
     }
     if meta.uid.as_deref().unwrap_or("").is_empty() {
-        meta.uid = Some(static_pod_uid(node_name, path, content));
+        meta.uid = Some(uid);
     }
     let uid = meta.uid.clone().unwrap_or_default();
     let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
-    annotations.insert(CONFIG_SOURCE_ANNOTATION.to_owned(), FILE_SOURCE.to_owned());
+    annotations.insert(CONFIG_SOURCE_ANNOTATION.to_owned(), source.to_owned());
     annotations.insert(CONFIG_HASH_ANNOTATION.to_owned(), uid);
     annotations.insert(CONFIG_SEEN_ANNOTATION.to_owned(), seen_at.to_owned());
     default_pod_spec(pod);
@@ -78,7 +95,12 @@ pub fn default_pod_spec(pod: &mut Pod) {
     spec.security_context
         .get_or_insert_with(PodSecurityContext::default);
     spec.enable_service_links.get_or_insert(true);
-    for container in spec.containers.iter_mut() {
+    for container in spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut())
+    {
         default_container(container);
     }
 }
@@ -164,8 +186,8 @@ mod tests {
     #[test]
     fn static_pod_defaults_follow_upstream() {
         let mut p = pod("busybox");
-        apply_static_pod_defaults(&mut p, "Node1", Path::new("/m/web.yaml"), b"x", "T");
         let uid = static_pod_uid("Node1", Path::new("/m/web.yaml"), b"x");
+        apply_static_pod_defaults(&mut p, "Node1", FILE_SOURCE, uid.clone(), "T");
         assert_eq!(p.metadata.name.as_deref(), Some("web-node1"));
         assert_eq!(p.metadata.namespace.as_deref(), Some("default"));
         assert_eq!(p.metadata.uid.as_deref(), Some(uid.as_str()));
@@ -192,9 +214,22 @@ mod tests {
         let mut p = pod("busybox:1.36");
         p.metadata.namespace = Some("kube-system".into());
         p.metadata.uid = Some("given".into());
-        apply_static_pod_defaults(&mut p, "n", Path::new("/a.yaml"), b"", "T");
+        apply_static_pod_defaults(&mut p, "n", HTTP_SOURCE, "computed".into(), "T");
         assert_eq!(p.metadata.namespace.as_deref(), Some("kube-system"));
         assert_eq!(p.metadata.uid.as_deref(), Some("given"));
+        let ann = p.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(ann[CONFIG_SOURCE_ANNOTATION], "http");
+        assert_eq!(ann[CONFIG_HASH_ANNOTATION], "given");
+    }
+
+    #[test]
+    fn http_uid_depends_on_pod_and_url() {
+        let a = http_pod_uid("http://h/p", b"{}");
+        assert_eq!(a, http_pod_uid("http://h/p", b"{}"));
+        assert_ne!(a, http_pod_uid("http://h/q", b"{}"));
+        assert_ne!(a, http_pod_uid("http://h/p", b"{ }"));
+        assert!(is_static_pod_source(HTTP_SOURCE) && is_static_pod_source(FILE_SOURCE));
+        assert!(!is_static_pod_source("api"));
     }
 
     #[test]

@@ -282,6 +282,7 @@ impl Cri for FakeCri {
             c.image = config.image;
             c.log_path = config.log_path;
             c.metadata = config.metadata;
+            c.mounts = config.mounts;
         }
         Ok(CreateContainerResponse { container_id: id })
     }

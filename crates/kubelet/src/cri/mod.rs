@@ -95,7 +95,7 @@ macro_rules! cri_calls {
         }
     };
 }
-use cri_calls;
+pub(crate) use cri_calls;
 
 macro_rules! define_cri_trait {
     ($($(#[$doc:meta])* $service:ident $method:ident($req:ty) -> $resp:ty;)*) => {

@@ -69,11 +69,11 @@ impl Backoff {
         );
     }
 
-    /// True while `now` is less than the current backoff after `event_time`
-    /// (upstream `IsInBackOffSince`).
+    /// True while `now` is less than the current backoff after `event_time`, unless the
+    /// event came more than `2 * max` after the last update (upstream `IsInBackOffSince`).
     pub fn is_in_backoff_since(&self, key: &str, event_time: SystemTime, now: SystemTime) -> bool {
         self.entries.get(key).is_some_and(|e| {
-            !self.has_expired(now, e.last_update) && elapsed(event_time, now) < e.backoff
+            !self.has_expired(event_time, e.last_update) && elapsed(event_time, now) < e.backoff
         })
     }
 
@@ -99,6 +99,18 @@ impl Backoff {
 
     fn has_expired(&self, event_time: SystemTime, last_update: SystemTime) -> bool {
         elapsed(last_update, event_time) > self.max * 2
+    }
+}
+
+/// `d` as Go's `time.Duration.String()` prints whole seconds and above: `10s`, `1m20s`,
+/// `5m0s`, `1h0m0s` (upstream messages embed backoffs this way).
+pub fn go_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
     }
 }
 
@@ -143,5 +155,26 @@ mod tests {
         assert!(!b.is_in_backoff_since_update("k", t(111)));
         b.gc(t(100 + 601));
         assert!(!b.contains("k"));
+    }
+
+    #[test]
+    fn ten_minutes_of_running_resets_the_backoff() {
+        let mut b = Backoff::default();
+        b.next("k", t(0), t(0));
+        b.next("k", t(5), t(5));
+        assert_eq!(b.get("k").as_secs(), 20);
+        // The container restarted at 5 s and ran for more than 10 minutes.
+        assert!(!b.is_in_backoff_since("k", t(5 + 601), t(5 + 602)));
+        b.next("k", t(5 + 601), t(5 + 602));
+        assert_eq!(b.get("k").as_secs(), 10);
+    }
+
+    #[test]
+    fn go_duration_strings() {
+        let s = |secs| go_duration(Duration::from_secs(secs));
+        assert_eq!(
+            [s(10), s(20), s(80), s(160), s(300), s(3600)],
+            ["10s", "20s", "1m20s", "2m40s", "5m0s", "1h0m0s"]
+        );
     }
 }

@@ -8,17 +8,21 @@ use k8s_cri::v1::{
     KeyValue, Mount, PodSandboxConfig, StartContainerRequest,
 };
 use k8s_openapi::api::core::v1::{Container, Pod};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::KubeGenericRuntimeManager;
+use super::backoff::{Backoff, go_duration};
 use super::container_linux::linux_container_config;
-use super::env::{EnvContext, expand_command_and_args, make_environment};
+use super::env::{EnvContext, NodeAllocatable, expand_command_and_args, make_environment};
+use super::labels::termination_grace_period;
 use super::labels::{container_annotations, container_hash, container_labels};
+use super::lifecycle::{HookTarget, format_pod, run_handler};
 use super::pod_status::PodStatus;
 use super::sync_result::{
     CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
-    RUN_CONTAINER_ERROR, SyncError,
+    POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR, SyncError,
 };
+use super::termination_message::termination_message_mount;
 use crate::volume::mounts::make_mounts;
 
 /// Inputs of a container config that come from the sandbox and node.
@@ -29,6 +33,8 @@ pub struct ContainerContext<'a> {
     pub host_ip: &'a str,
     /// Machine memory in bytes (for the Burstable OOM score).
     pub memory_capacity: i64,
+    /// The node's allocatable resources (for `resourceFieldRef` env vars).
+    pub allocatable: NodeAllocatable,
     /// Host paths mounted into the container: its volume mounts and the kubelet's own
     /// files (such as the termination message file), in mount order.
     pub mounts: Vec<Mount>,
@@ -49,6 +55,7 @@ pub fn generate_container_config(
         &EnvContext {
             pod_ips: ctx.pod_ips,
             host_ip: ctx.host_ip,
+            allocatable: ctx.allocatable,
         },
     )?;
     let (command, args) = expand_command_and_args(container, &env);
@@ -98,47 +105,55 @@ fn from_unix_nanos(nanos: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(nanos.max(0) as u64)
 }
 
+/// The crash-loop backoff check of `container` at `now` (upstream `doBackOff`): when its
+/// newest instance exited and `now` is within the current backoff of that exit, errors
+/// with `CrashLoopBackOff`, upstream's message and the time left; otherwise records this
+/// restart, so the first restart is immediate and the next ones wait 10 s, 20 s, ... 5 min.
+pub fn check_crash_backoff(
+    backoff: &mut Backoff,
+    pod: &Pod,
+    container: &Container,
+    status: &PodStatus,
+    now: SystemTime,
+) -> Result<(), (SyncError, Duration)> {
+    let Some(exited) = status
+        .find_container_status_by_name(&container.name)
+        .filter(|c| c.state == ContainerState::ContainerExited)
+    else {
+        return Ok(());
+    };
+    let key = backoff_key(pod, container);
+    let finished = from_unix_nanos(exited.finished_at);
+    if backoff.is_in_backoff_since(&key, finished, now) {
+        // Upstream formats the pod as `name_namespace(uid)` (`format.Pod`).
+        let meta = &pod.metadata;
+        let message = format!(
+            "back-off {} restarting failed container={} pod={}_{}({})",
+            go_duration(backoff.get(&key)),
+            container.name,
+            meta.name.as_deref().unwrap_or(""),
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.uid.as_deref().unwrap_or("")
+        );
+        return Err((
+            SyncError::new(CRASH_LOOP_BACK_OFF, message),
+            backoff.remaining_since(&key, finished, now),
+        ));
+    }
+    backoff.next(&key, finished, now);
+    Ok(())
+}
+
 impl KubeGenericRuntimeManager {
-    /// Checks the crash-loop backoff of a container that exited before: errors with
-    /// `CrashLoopBackOff` (and the time left) while the last exit is more recent than the
-    /// current backoff, otherwise records this restart so the next one waits longer.
+    /// [`check_crash_backoff`] with the manager's backoff, now.
     pub(crate) fn do_backoff(
         &self,
         pod: &Pod,
         container: &Container,
         status: &PodStatus,
     ) -> Result<(), (SyncError, Duration)> {
-        let Some(exited) = status
-            .find_container_status_by_name(&container.name)
-            .filter(|c| c.state == ContainerState::ContainerExited)
-        else {
-            return Ok(());
-        };
-        let key = backoff_key(pod, container);
-        let finished = from_unix_nanos(exited.finished_at);
-        let now = SystemTime::now();
         let mut backoff = self.lock_crash_backoff();
-        if !backoff.contains(&key) {
-            backoff.next(&key, finished, now);
-        }
-        if backoff.is_in_backoff_since(&key, finished, now) {
-            // Upstream formats the pod as `name_namespace(uid)` (`format.Pod`).
-            let meta = &pod.metadata;
-            let message = format!(
-                "back-off {}s restarting failed container={} pod={}_{}({})",
-                backoff.get(&key).as_secs(),
-                container.name,
-                meta.name.as_deref().unwrap_or(""),
-                meta.namespace.as_deref().unwrap_or(""),
-                meta.uid.as_deref().unwrap_or("")
-            );
-            return Err((
-                SyncError::new(CRASH_LOOP_BACK_OFF, message),
-                backoff.remaining_since(&key, finished, now),
-            ));
-        }
-        backoff.next(&key, finished, now);
-        Ok(())
+        check_crash_backoff(&mut backoff, pod, container, status, SystemTime::now())
     }
 
     /// The CRI mounts of `container`'s volumeMounts, from the volumes the volume manager
@@ -158,6 +173,7 @@ impl KubeGenericRuntimeManager {
         let env_ctx = EnvContext {
             pod_ips,
             host_ip: &self.config.node_ip,
+            allocatable: self.config.allocatable,
         };
         make_mounts(container, &volumes, || {
             make_environment(pod, container, &env_ctx)
@@ -165,7 +181,9 @@ impl KubeGenericRuntimeManager {
     }
 
     /// Pulls the image if needed, then creates and starts one container in sandbox
-    /// `sandbox_id`. Its restart count continues from the newest container of that name.
+    /// `sandbox_id` with its termination message file mounted, and runs its postStart
+    /// hook; a failed hook kills the container (`PostStartHookError`). Its restart count
+    /// continues from the newest container of that name.
     pub(crate) async fn start_container(
         &self,
         pod: &Pod,
@@ -185,11 +203,20 @@ impl KubeGenericRuntimeManager {
         let mounts = self
             .volume_mounts(pod, container, pod_ips)
             .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let termination_mount = termination_message_mount(&self.config.pod_dirs, uid, container)
+            .map_err(|e| {
+                SyncError::new(
+                    CREATE_CONTAINER_CONFIG_ERROR,
+                    format!("creating the termination message file: {e}"),
+                )
+            })?;
         let ctx = ContainerContext {
             pod_ips,
             host_ip: &self.config.node_ip,
             memory_capacity: self.config.memory_capacity,
-            mounts,
+            allocatable: self.config.allocatable,
+            mounts: mounts.into_iter().chain(termination_mount).collect(),
         };
         let config = generate_container_config(pod, container, restart_count, &image_ref, &ctx)
             .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
@@ -222,6 +249,54 @@ impl KubeGenericRuntimeManager {
             restart_count,
             "started container"
         );
-        Ok(())
+        self.run_post_start_hook(pod, container, &created.container_id, pod_ips)
+            .await
+    }
+
+    /// Runs the container's postStart hook, if any; when it fails, kills the container
+    /// (upstream reason `FailedPostStartHook`) and errors with `PostStartHookError`.
+    async fn run_post_start_hook(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        container_id: &str,
+        pod_ips: &[String],
+    ) -> Result<(), SyncError> {
+        let Some(hook) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        else {
+            return Ok(());
+        };
+        let meta = &pod.metadata;
+        let pod_name = format_pod(
+            meta.name.as_deref().unwrap_or(""),
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.uid.as_deref().unwrap_or(""),
+        );
+        let target = HookTarget {
+            container_id,
+            container_name: &container.name,
+            pod: &pod_name,
+            pod_ip: pod_ips.first().map(String::as_str),
+            ports: container.ports.as_deref().unwrap_or_default(),
+        };
+        let Err(message) = run_handler(&*self.cri, hook, &target).await else {
+            return Ok(());
+        };
+        warn!(pod = %pod_name, container = %container.name, error = %message, "postStart hook failed");
+        if let Err(e) = self
+            .kill_container(
+                container_id,
+                &container.name,
+                termination_grace_period(pod),
+                "FailedPostStartHook",
+            )
+            .await
+        {
+            warn!(pod = %pod_name, container = %container.name, error = %e, "killing the container after its failed postStart hook");
+        }
+        Err(SyncError::new(POST_START_HOOK_ERROR, message))
     }
 }

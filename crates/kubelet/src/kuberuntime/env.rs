@@ -1,31 +1,109 @@
-//! Container environment (upstream `makeEnvironmentVariables`) and `$(VAR)` expansion
-//! (upstream `third_party/forked/golang/expansion`).
+//! Container environment (upstream `makeEnvironmentVariables`), the downward API values
+//! of `fieldRef` and `resourceFieldRef` (upstream `podFieldSelectorRuntimeValue`,
+//! `ExtractContainerResourceValue`) and `$(VAR)` expansion (upstream
+//! `third_party/forked/golang/expansion`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceFieldSelector};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-/// Node and pod addresses that `fieldRef` env vars may reference.
+use crate::cm::quantity;
+
+/// The node's allocatable resources: the values of `resourceFieldRef` limits that a
+/// container leaves unset (upstream `defaultPodLimitsForDownwardAPI`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeAllocatable {
+    /// CPU in millicores.
+    pub cpu_milli: i64,
+    /// Memory in bytes.
+    pub memory: i64,
+    /// Ephemeral storage in bytes.
+    pub ephemeral_storage: i64,
+}
+
+impl NodeAllocatable {
+    /// The machine's capacity (online CPUs, MemTotal, the size of the filesystem holding
+    /// `root_dir`) minus each of `reserved` (`systemReserved`, `kubeReserved` quantities
+    /// by resource name), never below 0. Unknown capacities are 0.
+    pub fn from_machine(root_dir: &Path, reserved: &[&BTreeMap<String, String>]) -> Self {
+        let reserve = |name: &str, milli: bool| -> i64 {
+            reserved
+                .iter()
+                .filter_map(|r| r.get(name))
+                .map(|q| {
+                    let q = Quantity(q.clone());
+                    if milli {
+                        quantity::milli_value(&q)
+                    } else {
+                        quantity::value(&q)
+                    }
+                })
+                .sum()
+        };
+        let ephemeral_storage = nix::sys::statvfs::statvfs(root_dir).map_or(0, |s| {
+            (s.blocks() as i64).saturating_mul(s.fragment_size() as i64)
+        });
+        Self {
+            cpu_milli: (online_cpus() * 1000 - reserve("cpu", true)).max(0),
+            memory: (crate::cm::machine_memory_capacity() - reserve("memory", false)).max(0),
+            ephemeral_storage: (ephemeral_storage - reserve("ephemeral-storage", false)).max(0),
+        }
+    }
+}
+
+/// Online CPUs from `/sys/devices/system/cpu/online` (`0-3,6`), else the parallelism
+/// the process sees.
+fn online_cpus() -> i64 {
+    let from_sysfs = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| {
+            list.trim()
+                .split(',')
+                .map(|range| match range.split_once('-') {
+                    Some((a, b)) => Some(b.parse::<i64>().ok()? - a.parse::<i64>().ok()? + 1),
+                    None => range.parse::<i64>().ok().map(|_| 1),
+                })
+                .sum::<Option<i64>>()
+        });
+    from_sysfs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as i64))
+}
+
+/// Node and pod facts that `fieldRef` / `resourceFieldRef` env vars may reference.
 pub struct EnvContext<'a> {
     /// The pod's IPs, primary first.
     pub pod_ips: &'a [String],
     /// The node's IP.
     pub host_ip: &'a str,
+    /// The node's allocatable resources.
+    pub allocatable: NodeAllocatable,
 }
 
 /// The container's environment as ordered `(name, value)` pairs, with each plain value
-/// `$(VAR)`-expanded against the variables defined before it and `fieldRef` values
-/// resolved. A later definition of a name replaces an earlier one.
+/// `$(VAR)`-expanded against the variables defined before it and `fieldRef` /
+/// `resourceFieldRef` values resolved. A later definition of a name replaces an earlier one.
 ///
-/// Errors on sources a static pod cannot use (configMap/secret/resource refs, unknown fields).
+/// Errors with upstream's messages on sources that need the API server (envFrom,
+/// configMapKeyRef, secretKeyRef: "couldn't get configMap ns/name, no kubeClient
+/// defined"), on unsupported field paths and resources.
 pub fn make_environment(
     pod: &Pod,
     container: &Container,
     ctx: &EnvContext<'_>,
 ) -> Result<Vec<(String, String)>, String> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
+    for source in container.env_from.iter().flatten() {
+        if let Some(cm) = source.config_map_ref.as_ref() {
+            return Err(no_client("configMap", namespace, &cm.name));
+        }
+        if let Some(secret) = source.secret_ref.as_ref() {
+            return Err(no_client("secret", namespace, &secret.name));
+        }
+    }
     let mut env: Vec<(String, String)> = Vec::new();
     for var in container.env.iter().flatten() {
-        let value = env_value(pod, var, &env, ctx)?;
+        let value = env_value(pod, container, var, &env, ctx)?;
         match env.iter_mut().find(|(name, _)| *name == var.name) {
             Some(existing) => existing.1 = value,
             None => env.push((var.name.clone(), value)),
@@ -34,8 +112,13 @@ pub fn make_environment(
     Ok(env)
 }
 
+fn no_client(kind: &str, namespace: &str, name: &str) -> String {
+    format!("couldn't get {kind} {namespace}/{name}, no kubeClient defined")
+}
+
 fn env_value(
     pod: &Pod,
+    container: &Container,
     var: &EnvVar,
     defined: &[(String, String)],
     ctx: &EnvContext<'_>,
@@ -47,22 +130,25 @@ fn env_value(
             .collect();
         return Ok(expand(var.value.as_deref().unwrap_or(""), &lookup));
     };
-    match source.field_ref.as_ref() {
-        Some(field) => field_value(pod, &field.field_path, ctx).ok_or_else(|| {
-            format!(
-                "env {}: unsupported fieldRef {:?}",
-                var.name, field.field_path
-            )
-        }),
-        None => Err(format!(
-            "env {}: only value and fieldRef are supported for static pods (no configMap, secret or resource references)",
-            var.name
-        )),
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
+    if let Some(field) = source.field_ref.as_ref() {
+        return field_value(pod, &field.field_path, ctx)
+            .ok_or_else(|| format!("unsupported fieldPath: {}", field.field_path));
     }
+    if let Some(resource) = source.resource_field_ref.as_ref() {
+        return resource_value(resource, container, ctx.allocatable);
+    }
+    if let Some(cm) = source.config_map_key_ref.as_ref() {
+        return Err(no_client("configMap", namespace, &cm.name));
+    }
+    if let Some(secret) = source.secret_key_ref.as_ref() {
+        return Err(no_client("secret", namespace, &secret.name));
+    }
+    Ok(String::new())
 }
 
 /// Resolves a downward-API field path (upstream `podFieldSelectorRuntimeValue`).
-fn field_value(pod: &Pod, path: &str, ctx: &EnvContext<'_>) -> Option<String> {
+pub fn field_value(pod: &Pod, path: &str, ctx: &EnvContext<'_>) -> Option<String> {
     let meta = &pod.metadata;
     let spec = pod.spec.as_ref();
     let keyed = |prefix: &str| {
@@ -102,6 +188,73 @@ fn field_value(pod: &Pod, path: &str, ctx: &EnvContext<'_>) -> Option<String> {
         "status.podIPs" => ctx.pod_ips.join(","),
         _ => return None,
     })
+}
+
+/// Resolves a `resourceFieldRef` for `container` (upstream `ExtractContainerResourceValue`
+/// after `defaultPodLimitsForDownwardAPI`): the request or limit divided by the divisor
+/// (default `1`) and rounded up; CPU compares millicores, the others base units. A missing
+/// cpu, memory or ephemeral-storage limit is the node's allocatable amount.
+pub fn resource_value(
+    selector: &ResourceFieldSelector,
+    container: &Container,
+    allocatable: NodeAllocatable,
+) -> Result<String, String> {
+    let resources = container.resources.as_ref();
+    let (kind, name) = selector
+        .resource
+        .split_once('.')
+        .ok_or_else(|| format!("unsupported container resource : {}", selector.resource))?;
+    let list = match kind {
+        "limits" => resources.and_then(|r| r.limits.as_ref()),
+        "requests" => resources.and_then(|r| r.requests.as_ref()),
+        _ => {
+            return Err(format!(
+                "unsupported container resource : {}",
+                selector.resource
+            ));
+        }
+    };
+    let amount = list.and_then(|l| l.get(name));
+    let divisor = selector
+        .divisor
+        .as_ref()
+        .filter(|d| quantity::parse(d).is_some_and(|v| v != 0.0));
+    let value = match name {
+        "cpu" => {
+            let milli = match (amount, kind) {
+                (Some(q), _) => quantity::milli_value(q),
+                (None, "limits") => allocatable.cpu_milli,
+                (None, _) => 0,
+            };
+            let per = divisor.map_or(1000, quantity::milli_value).max(1);
+            ceil_div(milli, per)
+        }
+        "memory" | "ephemeral-storage" => {
+            let bytes = match (amount, kind) {
+                (Some(q), _) => quantity::value(q),
+                (None, "limits") if name == "memory" => allocatable.memory,
+                (None, "limits") => allocatable.ephemeral_storage,
+                (None, _) => 0,
+            };
+            ceil_div(bytes, divisor.map_or(1, quantity::value).max(1))
+        }
+        hugepages if hugepages.starts_with("hugepages-") => ceil_div(
+            amount.map_or(0, quantity::value),
+            divisor.map_or(1, quantity::value).max(1),
+        ),
+        _ => {
+            return Err(format!(
+                "unsupported container resource : {}",
+                selector.resource
+            ));
+        }
+    };
+    Ok(value.to_string())
+}
+
+/// `a / b` rounded up, for non-negative `a` and positive `b`.
+fn ceil_div(a: i64, b: i64) -> i64 {
+    (a + b - 1).div_euclid(b)
 }
 
 /// Expands `$(VAR)` references in `input` using `vars`: `$$` is a literal `$`, an
@@ -176,7 +329,10 @@ pub fn expand_command_and_args(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector};
+    use k8s_openapi::api::core::v1::{
+        ConfigMapEnvSource, EnvFromSource, EnvVarSource, ObjectFieldSelector, PodSpec,
+        ResourceRequirements, SecretKeySelector,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[test]
@@ -249,6 +405,7 @@ mod tests {
         let ctx = EnvContext {
             pod_ips: &ips,
             host_ip: "192.168.1.2",
+            allocatable: NodeAllocatable::default(),
         };
         let env = make_environment(&pod, &container, &ctx).unwrap();
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -261,22 +418,177 @@ mod tests {
     }
 
     #[test]
-    fn secret_refs_are_rejected() {
-        let container = Container {
-            env: Some(vec![EnvVar {
-                name: "S".into(),
-                value: None,
-                value_from: Some(EnvVarSource {
-                    secret_key_ref: Some(Default::default()),
-                    ..Default::default()
-                }),
-            }]),
+    fn api_server_sources_are_rejected_with_upstream_messages() {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let ctx = EnvContext {
             pod_ips: &[],
             host_ip: "",
+            allocatable: NodeAllocatable::default(),
         };
-        assert!(make_environment(&Pod::default(), &container, &ctx).is_err());
+        let secret = Container {
+            env: Some(vec![EnvVar {
+                name: "S".into(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: "creds".into(),
+                        key: "k".into(),
+                        optional: None,
+                    }),
+                    ..Default::default()
+                }),
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(
+            make_environment(&pod, &secret, &ctx),
+            Err("couldn't get secret ns/creds, no kubeClient defined".into())
+        );
+        let env_from = Container {
+            env_from: Some(vec![EnvFromSource {
+                config_map_ref: Some(ConfigMapEnvSource {
+                    name: "settings".into(),
+                    optional: Some(true),
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(
+            make_environment(&pod, &env_from, &ctx),
+            Err("couldn't get configMap ns/settings, no kubeClient defined".into())
+        );
+        let bad_field = Container {
+            env: Some(vec![EnvVar {
+                name: "F".into(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: "spec.hostname".into(),
+                        api_version: None,
+                    }),
+                    ..Default::default()
+                }),
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(
+            make_environment(&pod, &bad_field, &ctx),
+            Err("unsupported fieldPath: spec.hostname".into())
+        );
+    }
+
+    #[test]
+    fn downward_api_fields() {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("ns".into()),
+                uid: Some("u-1".into()),
+                labels: Some([("app".to_owned(), "web".to_owned())].into()),
+                annotations: Some([("a.b/c".to_owned(), "v".to_owned())].into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("node1".into()),
+                service_account_name: Some("sa".into()),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let ips = ["10.0.0.2".to_owned(), "fd00::2".to_owned()];
+        let ctx = EnvContext {
+            pod_ips: &ips,
+            host_ip: "192.168.1.2",
+            allocatable: NodeAllocatable::default(),
+        };
+        let cases = [
+            ("metadata.name", "p"),
+            ("metadata.namespace", "ns"),
+            ("metadata.uid", "u-1"),
+            ("metadata.labels['app']", "web"),
+            ("metadata.labels['missing']", ""),
+            ("metadata.annotations['a.b/c']", "v"),
+            ("spec.nodeName", "node1"),
+            ("spec.serviceAccountName", "sa"),
+            ("status.hostIP", "192.168.1.2"),
+            ("status.hostIPs", "192.168.1.2"),
+            ("status.podIP", "10.0.0.2"),
+            ("status.podIPs", "10.0.0.2,fd00::2"),
+        ];
+        for (path, want) in cases {
+            assert_eq!(
+                field_value(&pod, path, &ctx).as_deref(),
+                Some(want),
+                "{path}"
+            );
+        }
+        assert_eq!(field_value(&pod, "metadata.labels", &ctx), None);
+    }
+
+    #[test]
+    fn resource_values_use_divisors_and_node_allocatable() {
+        let q = |s: &str| Quantity(s.into());
+        let container = Container {
+            resources: Some(ResourceRequirements {
+                requests: Some(
+                    [
+                        ("cpu".to_owned(), q("250m")),
+                        ("memory".to_owned(), q("64Mi")),
+                    ]
+                    .into(),
+                ),
+                limits: Some([("memory".to_owned(), q("128Mi"))].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let node = NodeAllocatable {
+            cpu_milli: 2000,
+            memory: 8 << 30,
+            ephemeral_storage: 10_000_000_000,
+        };
+        let value = |resource: &str, divisor: Option<&str>| {
+            let selector = ResourceFieldSelector {
+                resource: resource.into(),
+                divisor: divisor.map(q),
+                container_name: None,
+            };
+            resource_value(&selector, &container, node)
+        };
+        let ok = |s: &str| Ok(s.to_owned());
+        assert_eq!(value("requests.cpu", None), ok("1"));
+        assert_eq!(value("requests.cpu", Some("1m")), ok("250"));
+        assert_eq!(value("requests.cpu", Some("100m")), ok("3"));
+        assert_eq!(value("limits.cpu", None), ok("2"));
+        assert_eq!(value("limits.cpu", Some("1m")), ok("2000"));
+        assert_eq!(value("requests.memory", None), ok("67108864"));
+        assert_eq!(value("limits.memory", Some("1Mi")), ok("128"));
+        assert_eq!(value("limits.memory", Some("1G")), ok("1"));
+        assert_eq!(value("limits.ephemeral-storage", Some("1G")), ok("10"));
+        assert_eq!(value("requests.ephemeral-storage", None), ok("0"));
+        assert_eq!(value("limits.cpu", Some("0")), ok("2"));
+        assert_eq!(
+            value("limits.gpu", None),
+            Err("unsupported container resource : limits.gpu".into())
+        );
+    }
+
+    #[test]
+    fn allocatable_is_capacity_minus_reservations() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = NodeAllocatable::from_machine(dir.path(), &[]);
+        assert!(full.cpu_milli >= 1000 && full.memory > 0 && full.ephemeral_storage > 0);
+        let system = BTreeMap::from([("cpu".to_owned(), "500m".to_owned())]);
+        let kube = BTreeMap::from([("memory".to_owned(), "1Mi".to_owned())]);
+        let less = NodeAllocatable::from_machine(dir.path(), &[&system, &kube]);
+        assert_eq!(less.cpu_milli, full.cpu_milli - 500);
+        assert_eq!(less.memory, full.memory - (1 << 20));
     }
 }

@@ -13,6 +13,7 @@ use super::image_ref::apply_default_image_tag;
 use super::sync_result::{
     ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME, SyncError,
 };
+use crate::config::static_pod::default_image_pull_policy;
 use crate::cri::Cri;
 
 /// Ensures container images are present, pulling per policy.
@@ -23,7 +24,8 @@ pub struct ImageManager {
 
 impl ImageManager {
     /// Returns the image reference (ID) to create `container` from, pulling it when the
-    /// policy says so. Errors carry the waiting reason: `InvalidImageName`,
+    /// policy says so (`Always`; `IfNotPresent` when absent; never for `Never`; unset:
+    /// `Always` for `:latest` or untagged images, else `IfNotPresent`). Errors carry the waiting reason: `InvalidImageName`,
     /// `ErrImageNeverPull`, `ErrImagePull` (a pull failed), `ImagePullBackOff` (a recent
     /// pull failed and its backoff has not expired).
     pub async fn ensure_image_exists(
@@ -60,10 +62,11 @@ impl ImageManager {
             .image
             .map(|i| i.id)
             .filter(|id| !id.is_empty());
+        // A pod that skipped API defaulting gets the policy its tag implies.
         let policy = container
             .image_pull_policy
             .as_deref()
-            .unwrap_or("IfNotPresent");
+            .unwrap_or_else(|| default_image_pull_policy(&requested));
         match (policy, present) {
             ("Never", Some(id)) | ("IfNotPresent", Some(id)) => return Ok(id),
             ("Never", None) => {

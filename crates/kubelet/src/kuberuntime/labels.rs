@@ -28,6 +28,9 @@ pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
     "io.kubernetes.pod.terminationGracePeriod";
 /// Annotation: the container's ports as JSON.
 pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
+/// Annotation: the container's preStop handler as JSON, so the container can be stopped
+/// gracefully without its pod spec.
+pub const CONTAINER_PRE_STOP_HANDLER_ANNOTATION: &str = "io.kubernetes.container.preStopHandler";
 
 /// Default termination grace period (seconds) when the pod sets none.
 pub const DEFAULT_TERMINATION_GRACE_PERIOD: i64 = 30;
@@ -70,7 +73,8 @@ pub fn container_labels(pod: &Pod, container: &Container) -> HashMap<String, Str
     labels
 }
 
-/// Container annotations: hash, restart count, termination message settings, grace period, ports.
+/// Container annotations: hash, restart count, termination message settings, grace
+/// period, ports, preStop handler.
 pub fn container_annotations(
     pod: &Pod,
     container: &Container,
@@ -109,14 +113,28 @@ pub fn container_annotations(
     {
         annotations.insert(CONTAINER_PORTS_ANNOTATION.to_owned(), json);
     }
+    if let Some(pre_stop) = container
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        && let Ok(json) = serde_json::to_string(pre_stop)
+    {
+        annotations.insert(CONTAINER_PRE_STOP_HANDLER_ANNOTATION.to_owned(), json);
+    }
     annotations
 }
 
-/// The pod's terminationGracePeriodSeconds, default 30.
+/// The pod's grace period in seconds: its deletionGracePeriodSeconds when it is being
+/// deleted, else terminationGracePeriodSeconds, default 30 (upstream
+/// `setTerminationGracePeriod`).
 pub fn termination_grace_period(pod: &Pod) -> i64 {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.termination_grace_period_seconds)
+    pod.metadata
+        .deletion_grace_period_seconds
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+        })
         .unwrap_or(DEFAULT_TERMINATION_GRACE_PERIOD)
 }
 

@@ -6,22 +6,29 @@ pub mod container;
 pub mod container_linux;
 pub mod dns;
 pub mod env;
+pub mod gc;
 pub mod image;
 pub mod image_ref;
+pub mod insecure_tls;
 pub mod kill;
 pub mod labels;
+pub mod lifecycle;
 pub mod pod_actions;
 pub mod pod_status;
 pub mod sandbox;
 pub mod sync;
 pub mod sync_result;
+pub mod termination_message;
+pub mod termination_order;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cri::Cri;
+use crate::pod_dirs::PodDirs;
 use crate::volume::VolumeManager;
 use backoff::Backoff;
+use env::NodeAllocatable;
 use image::ImageManager;
 use pod_status::PodStatus;
 
@@ -38,6 +45,11 @@ pub struct RuntimeManagerConfig {
     pub resolv_conf: PathBuf,
     /// Machine memory in bytes.
     pub memory_capacity: i64,
+    /// The kubelet's pod directories (termination message files live in
+    /// `pod_container_dir`).
+    pub pod_dirs: PodDirs,
+    /// The node's allocatable resources (defaults of `resourceFieldRef` limits).
+    pub allocatable: NodeAllocatable,
 }
 
 /// The kuberuntime manager: SyncPod, KillPod and GetPodStatus over a [`Cri`].

@@ -14,6 +14,7 @@ use super::labels::{
     CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, CONTAINER_RESTART_COUNT_ANNOTATION,
     POD_UID_LABEL,
 };
+use super::termination_message::termination_message;
 use crate::cri::Cri;
 
 /// One container of a pod as reported by the runtime (upstream `kubecontainer.Status`).
@@ -117,7 +118,7 @@ pub async fn get_pod_status(cri: &dyn Cri, uid: &str) -> Result<PodStatus, tonic
             verbose: false,
         };
         match cri.container_status(req).await {
-            Ok(resp) => container_statuses.extend(resp.status.map(to_container_status)),
+            Ok(resp) => container_statuses.extend(resp.status.map(with_termination_message)),
             Err(e) if e.code() == Code::NotFound => {}
             Err(e) => return Err(e),
         }
@@ -140,6 +141,20 @@ pub async fn get_pod_status(cri: &dyn Cri, uid: &str) -> Result<PodStatus, tonic
         containers: container_statuses,
         ips,
     })
+}
+
+/// [`to_container_status`], with the container's termination message appended to the
+/// runtime's message (`"<runtime message>: <termination message>"`) once it exited.
+fn with_termination_message(s: k8s_cri::v1::ContainerStatus) -> ContainerStatus {
+    let termination = termination_message(&s);
+    let mut status = to_container_status(s);
+    if let Some(message) = termination {
+        if !status.message.is_empty() {
+            status.message.push_str(": ");
+        }
+        status.message.push_str(&message);
+    }
+    status
 }
 
 /// Converts a CRI container status, reading name, hash and restart count from its

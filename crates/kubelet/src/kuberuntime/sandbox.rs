@@ -37,13 +37,19 @@ pub fn generate_pod_sandbox_config(
     let namespace = meta.namespace.clone().unwrap_or_default();
     let uid = meta.uid.clone().unwrap_or_default();
     let spec = pod.spec.as_ref();
-    let hostname = spec.and_then(|s| s.hostname.clone()).unwrap_or_else(|| {
-        name.chars()
-            .take(63)
-            .collect::<String>()
-            .trim_end_matches(['-', '.'])
-            .to_owned()
-    });
+    // As upstream, host-network pods get no hostname: they share the node's UTS
+    // namespace (runc refuses a hostname without a private one).
+    let hostname = if spec.and_then(|s| s.host_network).unwrap_or(false) {
+        String::new()
+    } else {
+        spec.and_then(|s| s.hostname.clone()).unwrap_or_else(|| {
+            name.chars()
+                .take(63)
+                .collect::<String>()
+                .trim_end_matches(['-', '.'])
+                .to_owned()
+        })
+    };
     PodSandboxConfig {
         metadata: Some(PodSandboxMetadata {
             name: name.clone(),
@@ -210,5 +216,29 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(ns.network, NamespaceMode::Pod as i32);
         assert_eq!(ns.pid, NamespaceMode::Container as i32);
+    }
+
+    #[test]
+    fn host_network_pods_get_no_hostname() {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("hostweb-node1".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                host_network: Some(true),
+                hostname: Some("ignored".into()),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let c = generate_pod_sandbox_config(
+            &pod,
+            0,
+            Path::new("/var/log/pods"),
+            Path::new("/"),
+            Path::new("/nonexistent"),
+        );
+        assert_eq!(c.hostname, "");
     }
 }

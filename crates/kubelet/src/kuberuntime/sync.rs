@@ -1,29 +1,42 @@
 //! SyncPod (upstream `kubeGenericRuntimeManager.SyncPod`): apply the computed actions.
 
 use k8s_cri::v1::{PodSandboxStatusRequest, RunPodSandboxRequest};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use tracing::{info, warn};
 
 use super::KubeGenericRuntimeManager;
 use super::labels::termination_grace_period;
-use super::pod_actions::compute_pod_actions;
+use super::pod_actions::{
+    compute_pod_actions, containers, init_containers, is_restartable_init_container,
+};
 use super::pod_status::PodStatus;
 use super::sandbox::generate_pod_sandbox_config;
 use super::sync_result::PodSyncResult;
+use crate::prober::managers::ResultsManagers;
 
 impl KubeGenericRuntimeManager {
     /// Brings the pod's runtime state to its spec: kills the pod or the containers that
     /// must go, creates a sandbox when needed (and its log directory), then starts each
-    /// container due to start, honouring crash-loop and image-pull backoff.
-    pub async fn sync_pod(&self, pod: &Pod, status: &PodStatus) -> PodSyncResult {
-        let actions = compute_pod_actions(pod, status);
+    /// init container due to start (in order; a regular one that fails to start stops the
+    /// sync), then each container due to start, honouring crash-loop and image-pull
+    /// backoff. `probes` gives the liveness and startup results (see
+    /// [`compute_pod_actions`]).
+    pub async fn sync_pod(
+        &self,
+        pod: &Pod,
+        status: &PodStatus,
+        probes: &ResultsManagers<'_>,
+    ) -> PodSyncResult {
+        let actions = compute_pod_actions(pod, status, probes);
         let mut result = PodSyncResult::default();
         let grace = termination_grace_period(pod);
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
         if actions.kill_pod {
             if !status.sandboxes.is_empty() || !status.containers.is_empty() {
                 info!(pod = %pod_name, "killing pod: sandbox changed or nothing left to run");
-                result.errors.extend(self.kill_pod(status, grace).await);
+                result
+                    .errors
+                    .extend(self.kill_pod(pod, status, grace).await);
             }
             if !actions.create_sandbox {
                 return result;
@@ -93,40 +106,76 @@ impl KubeGenericRuntimeManager {
                 }
             };
         }
-        let containers = pod
-            .spec
-            .as_ref()
-            .map(|s| s.containers.as_slice())
-            .unwrap_or_default();
-        for index in &actions.containers_to_start {
-            let Some(container) = containers.get(*index) else {
+        let start = StartContext {
+            sandbox_id: &sandbox_id,
+            sandbox_config: &sandbox_config,
+            status,
+            pod_ips: &pod_ips,
+        };
+        let inits = init_containers(pod);
+        for index in &actions.init_containers_to_start {
+            let Some(container) = inits.get(*index) else {
                 continue;
             };
-            if let Err((error, remaining)) = self.do_backoff(pod, container, status) {
-                result.retry_after =
-                    Some(result.retry_after.map_or(remaining, |r| r.min(remaining)));
-                result
-                    .start_results
-                    .push((container.name.clone(), Some(error)));
-                continue;
+            let failed = !self.start_one(pod, container, &start, &mut result).await;
+            if failed && !is_restartable_init_container(container) {
+                // The pod cannot initialize further until this one runs.
+                return result;
             }
-            let started = self
-                .start_container(
-                    pod,
-                    container,
-                    &sandbox_id,
-                    &sandbox_config,
-                    status,
-                    &pod_ips,
-                )
-                .await;
-            if let Err(e) = &started {
-                warn!(pod = %pod_name, container = %container.name, reason = e.reason, error = %e.message, "container start failed");
+        }
+        let containers = containers(pod);
+        for index in &actions.containers_to_start {
+            if let Some(container) = containers.get(*index) {
+                self.start_one(pod, container, &start, &mut result).await;
             }
-            result
-                .start_results
-                .push((container.name.clone(), started.err()));
         }
         result
+    }
+}
+
+/// Where the containers of one SyncPod are started.
+struct StartContext<'a> {
+    sandbox_id: &'a str,
+    sandbox_config: &'a k8s_cri::v1::PodSandboxConfig,
+    status: &'a PodStatus,
+    pod_ips: &'a [String],
+}
+
+impl KubeGenericRuntimeManager {
+    /// Starts `container` unless its crash-loop backoff holds it back; records the
+    /// outcome (and the backoff's time left) in `result`. Returns true when it started.
+    async fn start_one(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        ctx: &StartContext<'_>,
+        result: &mut PodSyncResult,
+    ) -> bool {
+        if let Err((error, remaining)) = self.do_backoff(pod, container, ctx.status) {
+            result.retry_after = Some(result.retry_after.map_or(remaining, |r| r.min(remaining)));
+            result
+                .start_results
+                .push((container.name.clone(), Some(error)));
+            return false;
+        }
+        let started = self
+            .start_container(
+                pod,
+                container,
+                ctx.sandbox_id,
+                ctx.sandbox_config,
+                ctx.status,
+                ctx.pod_ips,
+            )
+            .await;
+        if let Err(e) = &started {
+            let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+            warn!(pod = %pod_name, container = %container.name, reason = e.reason, error = %e.message, "container start failed");
+        }
+        let ok = started.is_ok();
+        result
+            .start_results
+            .push((container.name.clone(), started.err()));
+        ok
     }
 }

@@ -17,6 +17,9 @@ pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
 pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
 /// Waiting reason: StartContainer failed.
 pub const RUN_CONTAINER_ERROR: &str = "RunContainerError";
+/// Waiting reason: the postStart hook failed and the container was killed
+/// (upstream `ErrPostStartHook`).
+pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
 
 /// A failed step, with a waiting reason and a human message.
 #[derive(Debug, Clone, PartialEq, Eq)]

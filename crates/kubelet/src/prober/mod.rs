@@ -2,4 +2,5 @@
 //! running containers; their latest results are kept in [`results`] managers that the
 //! SyncLoop, the runtime manager and the status manager read.
 
+pub mod managers;
 pub mod results;

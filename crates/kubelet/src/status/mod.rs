@@ -18,6 +18,11 @@ pub fn now() -> Timestamp {
     Timestamp::from_nanosecond(i128::try_from(nanos).unwrap_or(0)).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
+/// True when the status's phase is Succeeded or Failed.
+pub fn is_terminal(status: &PodStatus) -> bool {
+    matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"))
+}
+
 /// Latest API status per pod UID.
 #[derive(Default)]
 pub struct StatusManager {
@@ -25,7 +30,8 @@ pub struct StatusManager {
 }
 
 impl StatusManager {
-    /// Stores `status` for pod `uid`. `startTime` is kept from the first status (or set to
+    /// Stores `status` for pod `uid`. A pod whose phase was Succeeded or Failed keeps that
+    /// phase, reason and message. `startTime` is kept from the first status (or set to
     /// now); a condition keeps its `lastTransitionTime` while its status is unchanged; the
     /// pod IPs are kept once known, as upstream does, since a finished pod's sandbox is torn
     /// down and reports none.
@@ -36,6 +42,15 @@ impl StatusManager {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let old = statuses.get(uid);
+        // A terminal phase is final (upstream `checkPodStatusUpdateIsValid`).
+        if let Some(old) = old
+            .filter(|o| is_terminal(o))
+            .filter(|_| !is_terminal(&status))
+        {
+            status.phase.clone_from(&old.phase);
+            status.reason.clone_from(&old.reason);
+            status.message.clone_from(&old.message);
+        }
         status.start_time = old
             .and_then(|o| o.start_time.clone())
             .or_else(|| Some(now.clone()));
@@ -117,6 +132,27 @@ mod tests {
         let kept = m.get_pod_status("u").unwrap_or_default();
         assert_eq!(kept.pod_ip.as_deref(), Some("10.88.0.7"));
         assert_eq!(kept.pod_ips, Some(vec![ip]));
+    }
+
+    #[test]
+    fn terminal_phase_is_final() {
+        let m = StatusManager::default();
+        let phase = |p: &str| PodStatus {
+            phase: Some(p.into()),
+            ..Default::default()
+        };
+        m.set_pod_status("u", phase("Running"));
+        m.set_pod_status(
+            "u",
+            PodStatus {
+                reason: Some("DeadlineExceeded".into()),
+                ..phase("Failed")
+            },
+        );
+        m.set_pod_status("u", phase("Running"));
+        let kept = m.get_pod_status("u").unwrap_or_default();
+        assert_eq!(kept.phase.as_deref(), Some("Failed"));
+        assert_eq!(kept.reason.as_deref(), Some("DeadlineExceeded"));
     }
 
     #[test]

@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, Pod, ResourceFieldSelector, Volume};
 
-use super::NodeAllocatable;
 use super::atomic_writer::{AtomicWriter, FileProjection};
 use super::empty_dir::EmptyDirPlugin;
 use super::plugin::VolumePlugin;
-use crate::cm::quantity;
+use crate::kuberuntime::env::{self, NodeAllocatable};
 
 /// Plugin name of downwardAPI volumes.
 pub const DOWNWARD_API_PLUGIN_NAME: &str = "kubernetes.io/downward-api";
@@ -96,17 +95,17 @@ pub fn field_path_value(pod: &Pod, field_path: &str) -> Result<String, String> {
 }
 
 /// A container resource as a volume file holds it (upstream
-/// `ExtractResourceValueByContainerNameAndNodeAllocatable`): the limit (node allocatable
-/// when unset) or request, divided by `divisor` (default 1) and rounded up.
+/// `ExtractResourceValueByContainerNameAndNodeAllocatable`): the container is found by
+/// name among the pod's containers and init containers, then valued as in env vars.
 pub fn resource_value(
     pod: &Pod,
     selector: &ResourceFieldSelector,
-    allocatable: &NodeAllocatable,
+    allocatable: NodeAllocatable,
 ) -> Result<String, String> {
     let container_name = selector.container_name.as_deref().unwrap_or("");
-    let spec = pod.spec.as_ref();
-    let container = spec
-        .into_iter()
+    let container = pod
+        .spec
+        .iter()
         .flat_map(|s| {
             s.containers
                 .iter()
@@ -114,53 +113,7 @@ pub fn resource_value(
         })
         .find(|c| c.name == container_name)
         .ok_or_else(|| format!("container {container_name} not found"))?;
-    let resources = container.resources.as_ref();
-    let get =
-        |list: Option<&BTreeMap<String, _>>, name: &str| list.and_then(|l| l.get(name)).cloned();
-    let limits = resources.and_then(|r| r.limits.as_ref());
-    let requests = resources.and_then(|r| r.requests.as_ref());
-    let (kind, name) = selector
-        .resource
-        .split_once('.')
-        .ok_or_else(|| format!("unsupported container resource : {}", selector.resource))?;
-    let set = match kind {
-        "limits" => limits,
-        "requests" => requests,
-        _ => {
-            return Err(format!(
-                "unsupported container resource : {}",
-                selector.resource
-            ));
-        }
-    };
-    let divisor = selector
-        .divisor
-        .as_ref()
-        .filter(|d| quantity::parse(d).is_some_and(|v| v != 0.0));
-    let is_cpu = name == "cpu";
-    let amount = match (get(set, name), kind, name) {
-        (Some(q), _, _) if is_cpu => quantity::milli_value(&q),
-        (Some(q), _, _) => quantity::value(&q),
-        (None, "limits", "cpu") => allocatable.cpu_millis,
-        (None, "limits", "memory") => allocatable.memory_bytes,
-        (None, "limits", "ephemeral-storage") => allocatable.ephemeral_storage_bytes,
-        (None, _, "cpu" | "memory" | "ephemeral-storage") => 0,
-        (None, _, n) if n.starts_with("hugepages-") => 0,
-        _ => {
-            return Err(format!(
-                "unsupported container resource : {}",
-                selector.resource
-            ));
-        }
-    };
-    let divide_by = match divisor {
-        Some(d) if is_cpu => quantity::milli_value(d),
-        Some(d) => quantity::value(d),
-        None if is_cpu => 1000,
-        None => 1,
-    }
-    .max(1);
-    Ok(((amount as f64) / (divide_by as f64)).ceil().to_string())
+    env::resource_value(selector, container, allocatable)
 }
 
 /// The files of a downwardAPI volume (upstream `CollectData`): one per item, with the
@@ -177,7 +130,7 @@ pub fn collect_data(
     for item in items {
         let value = match (&item.field_ref, &item.resource_field_ref) {
             (Some(field), _) => field_path_value(pod, &field.field_path),
-            (None, Some(resource)) => resource_value(pod, resource, allocatable),
+            (None, Some(resource)) => resource_value(pod, resource, *allocatable),
             (None, None) => Err("neither fieldRef nor resourceFieldRef is set".to_owned()),
         };
         match value {
@@ -224,7 +177,7 @@ impl VolumePlugin for DownwardApiPlugin {
             &self.allocatable,
         )?;
         let wrapper = EmptyDirPlugin {
-            node_allocatable_memory: self.allocatable.memory_bytes,
+            node_allocatable_memory: self.allocatable.memory,
         };
         EmptyDirPlugin::setup_tmpfs(dir, wrapper.memory_size(pod, &Default::default()))?;
         AtomicWriter::new(dir).write(&payload)?;
@@ -282,9 +235,9 @@ mod tests {
     }
 
     const ALLOCATABLE: NodeAllocatable = NodeAllocatable {
-        cpu_millis: 2000,
-        memory_bytes: 1 << 30,
-        ephemeral_storage_bytes: 0,
+        cpu_milli: 2000,
+        memory: 1 << 30,
+        ephemeral_storage: 0,
     };
 
     #[test]
@@ -317,7 +270,7 @@ mod tests {
             resource: r.into(),
             divisor: d.map(|d| Quantity(d.into())),
         };
-        let value = |r, d| resource_value(&p, &sel(r, d), &ALLOCATABLE);
+        let value = |r, d| resource_value(&p, &sel(r, d), ALLOCATABLE);
         assert_eq!(
             value("limits.memory", None).unwrap(),
             (64u64 << 20).to_string()
@@ -331,7 +284,7 @@ mod tests {
         let mut missing = sel("limits.cpu", None);
         missing.container_name = Some("nope".into());
         assert_eq!(
-            resource_value(&p, &missing, &ALLOCATABLE).unwrap_err(),
+            resource_value(&p, &missing, ALLOCATABLE).unwrap_err(),
             "container nope not found"
         );
     }

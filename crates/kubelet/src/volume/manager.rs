@@ -238,7 +238,8 @@ impl VolumeManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volume::{NodeAllocatable, probe_volume_plugins};
+    use crate::kuberuntime::env::NodeAllocatable;
+    use crate::volume::probe_volume_plugins;
     use k8s_openapi::api::core::v1::{
         ConfigMapVolumeSource, EmptyDirVolumeSource, HostPathVolumeSource, PodSpec, Volume,
     };

@@ -19,24 +19,13 @@ pub mod subpath;
 pub use manager::{MountedVolume, VolumeManager, VolumeSetupError};
 pub use plugin::{VolumePlugin, VolumePluginMgr};
 
-/// Node resources available to pods (capacity minus reservations and the hard eviction
-/// threshold): the size bound of memory-backed volumes and the value of unset container
-/// limits in downwardAPI files.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NodeAllocatable {
-    /// CPU in millicores.
-    pub cpu_millis: i64,
-    /// Memory in bytes.
-    pub memory_bytes: i64,
-    /// Ephemeral storage in bytes (0 when unknown).
-    pub ephemeral_storage_bytes: i64,
-}
+use crate::kuberuntime::env::NodeAllocatable;
 
 /// The built-in volume plugins (upstream `ProbeVolumePlugins` of each plugin package).
 pub fn probe_volume_plugins(allocatable: NodeAllocatable) -> VolumePluginMgr {
     VolumePluginMgr::new(vec![
         Box::new(empty_dir::EmptyDirPlugin {
-            node_allocatable_memory: allocatable.memory_bytes,
+            node_allocatable_memory: allocatable.memory,
         }),
         Box::new(host_path::HostPathPlugin),
         Box::new(downward_api::DownwardApiPlugin { allocatable }),

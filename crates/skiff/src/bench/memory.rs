@@ -10,6 +10,11 @@
 //!   benchmark containers' processes (command line [`CONTAINER_COMMAND`]). Transient
 //!   children of the runtime itself (runc, CNI plugins) are not counted.
 //!
+//! The same code measures a `skiff kubelet` node in `skiff-bench-static-pods` (testkit),
+//! which includes this file: there the "runtime" processes are the kubelet (and
+//! containerd) and the per-pod processes are found under the node's directory
+//! ([`per_pod_processes`]).
+//!
 //! RSS is `VmRSS` of `/proc/<pid>/status`; PSS (shared pages divided among the processes
 //! mapping them, so the shims' shared binary is not counted once per shim) is `Pss` of
 //! `/proc/<pid>/smaps_rollup`. Sums over processes, in KiB.
@@ -110,7 +115,7 @@ fn processes() -> BTreeMap<u32, Process> {
 }
 
 /// `VmRSS` and `Pss` of `pid` (zeros for a process that is gone).
-fn memory_of(pid: u32) -> Memory {
+pub fn memory_of(pid: u32) -> Memory {
     let field = |file: &str, name: &str| -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/{file}"))
             .ok()
@@ -127,17 +132,17 @@ fn memory_of(pid: u32) -> Memory {
     }
 }
 
-/// The per-pod processes of the runtime `runtime_pid` serving `socket` (module docs).
-fn per_pod_processes(runtime_pid: u32, socket: &Path) -> anyhow::Result<BTreeSet<u32>> {
-    let Some(dir) = socket.parent().map(|d| d.display().to_string()) else {
-        bail!("{} has no parent directory", socket.display());
-    };
+/// The per-pod processes: those whose command line mentions `dir` (other than
+/// `runtime_pids` and this process) with their descendants, except the benchmark
+/// containers' processes (module docs).
+pub fn per_pod_processes(dir: &Path, runtime_pids: &[u32]) -> BTreeSet<u32> {
+    let dir = dir.display().to_string();
     let all = processes();
     let me = std::process::id();
     let mut chosen: BTreeSet<u32> = all
         .iter()
         .filter(|(pid, p)| {
-            **pid != runtime_pid && **pid != me && p.cmdline.iter().any(|a| a.contains(&dir))
+            !runtime_pids.contains(pid) && **pid != me && p.cmdline.iter().any(|a| a.contains(&dir))
         })
         .map(|(pid, _)| *pid)
         .collect();
@@ -145,7 +150,7 @@ fn per_pod_processes(runtime_pid: u32, socket: &Path) -> anyhow::Result<BTreeSet
     loop {
         let before = chosen.len();
         for (pid, p) in &all {
-            if chosen.contains(&p.ppid) && *pid != runtime_pid {
+            if chosen.contains(&p.ppid) && !runtime_pids.contains(pid) {
                 chosen.insert(*pid);
             }
         }
@@ -154,7 +159,7 @@ fn per_pod_processes(runtime_pid: u32, socket: &Path) -> anyhow::Result<BTreeSet
         }
     }
     chosen.retain(|pid| all.get(pid).is_some_and(|p| p.cmdline != CONTAINER_COMMAND));
-    Ok(chosen)
+    chosen
 }
 
 /// Measures the runtime and its per-pod processes with `pods` pods running.
@@ -163,7 +168,10 @@ pub fn sample(runtime_pid: u32, socket: &Path, pods: usize) -> anyhow::Result<Sa
     if runtime.rss_kib == 0 {
         bail!("runtime process {runtime_pid} is gone");
     }
-    let chosen = per_pod_processes(runtime_pid, socket)?;
+    let Some(dir) = socket.parent() else {
+        bail!("{} has no parent directory", socket.display());
+    };
+    let chosen = per_pod_processes(dir, &[runtime_pid]);
     let mut per_pod = Memory::default();
     for pid in &chosen {
         per_pod += memory_of(*pid);

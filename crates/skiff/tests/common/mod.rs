@@ -11,7 +11,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use skiff_testkit::{Node, NodeOptions, Registry};
+use skiff_testkit::{Node, NodeOptions, NodeRuntime, Registry};
+
+/// The runtime under a [`Cluster`]'s kubelet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// The runtime embedded in `skiff kubelet`.
+    Embedded,
+    /// Debian's containerd 1.6 (`--container-runtime-endpoint`).
+    Containerd,
+}
 
 /// A registry holding the busybox test image, and a `skiff kubelet` using it.
 pub struct Cluster {
@@ -20,23 +29,44 @@ pub struct Cluster {
     pub registry: Registry,
     /// The pushed test image, `127.0.0.1:PORT/skiff/busybox:test`.
     pub image: String,
+    /// The runtime under the kubelet.
+    pub runtime: Runtime,
 }
 
 impl Cluster {
+    /// A cluster on the embedded runtime.
     pub fn start() -> Cluster {
+        Cluster::start_on(Runtime::Embedded)
+    }
+
+    /// A cluster whose kubelet drives `runtime`.
+    pub fn start_on(runtime: Runtime) -> Cluster {
+        Cluster::start_with(runtime, Vec::new())
+    }
+
+    /// A cluster whose kubelet drives `runtime` and gets `extra_args` after the flags
+    /// the node sets.
+    pub fn start_with(runtime: Runtime, extra_args: Vec<String>) -> Cluster {
         let registry = Registry::start().expect("start the test registry");
         let busybox = skiff_testkit::busybox().expect("build the busybox image");
         let image = skiff_testkit::push(registry.host(), "skiff/busybox", "test", &busybox)
             .expect("push the busybox image");
         let node = Node::start(NodeOptions {
             skiff_bin: PathBuf::from(env!("CARGO_BIN_EXE_skiff")),
-            extra_args: Vec::new(),
+            extra_args,
+            runtime: match runtime {
+                Runtime::Embedded => NodeRuntime::Embedded,
+                Runtime::Containerd => NodeRuntime::Containerd {
+                    registry: registry.host().to_string(),
+                },
+            },
         })
-        .expect("start skiff kubelet");
+        .unwrap_or_else(|e| panic!("start skiff kubelet on {runtime:?}: {e:#}"));
         Cluster {
             node,
             registry,
             image,
+            runtime,
         }
     }
 
@@ -91,6 +121,20 @@ impl Cluster {
         self.wait_for(&format!("{name} gone"), Duration::from_secs(90), |pods| {
             find_pod(pods, name).is_none()
         });
+    }
+
+    /// Polls the kubelet log (up to 10 s) until it contains `needle`; fails the test with
+    /// the log otherwise.
+    pub fn wait_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.node.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "the kubelet log never said {needle:?}:\n{}",
+                self.node.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Fails the test if the node's pods left anything behind.
@@ -231,22 +275,43 @@ pub fn assert_cri_log_line(line: &str) {
     assert!(ok, "not a CRI log line: {line:?}");
 }
 
-/// ListPodSandbox over the CRI v1 gRPC socket at `socket`, as crictl would call it.
-pub fn cri_pod_sandboxes(socket: &std::path::Path) -> Vec<k8s_cri::v1::PodSandbox> {
-    use skiff_kubelet::cri::{Cri, Remote};
+/// Runs `call` against the CRI v1 gRPC socket at `socket`, as crictl would connect.
+pub fn with_cri<T, F: std::future::Future<Output = T>>(
+    socket: &std::path::Path,
+    call: impl FnOnce(skiff_kubelet::cri::Remote) -> F,
+) -> T {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
     runtime.block_on(async {
         let endpoint = format!("unix://{}", socket.display());
-        let cri = Remote::connect(&endpoint)
+        let cri = skiff_kubelet::cri::Remote::connect(&endpoint)
             .await
             .expect("connect to the CRI socket");
+        call(cri).await
+    })
+}
+
+/// ListPodSandbox over the CRI socket at `socket`.
+pub fn cri_pod_sandboxes(socket: &std::path::Path) -> Vec<k8s_cri::v1::PodSandbox> {
+    use skiff_kubelet::cri::Cri;
+    with_cri(socket, |cri| async move {
         cri.list_pod_sandbox(Default::default())
             .await
             .expect("ListPodSandbox")
             .items
+    })
+}
+
+/// ListContainers over the CRI socket at `socket`.
+pub fn cri_containers(socket: &std::path::Path) -> Vec<k8s_cri::v1::Container> {
+    use skiff_kubelet::cri::Cri;
+    with_cri(socket, |cri| async move {
+        cri.list_containers(Default::default())
+            .await
+            .expect("ListContainers")
+            .containers
     })
 }
 
@@ -257,3 +322,39 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("a free port")
 }
+
+/// One test per runtime for each case `fn case(cluster: Cluster)`: `case::embedded` and
+/// `case::containerd`, each on a fresh [`Cluster`]. A case that cannot work on containerd
+/// is listed as `case => embedded_only("reason")`: its containerd test is generated
+/// `#[ignore = "reason"]`.
+///
+/// ```ignore
+/// common::node_cases! {
+///     serves_http,
+///     runtime_socket => embedded_only("the embedded runtime's own socket"),
+/// }
+/// fn serves_http(cluster: Cluster) { ... }
+/// ```
+macro_rules! node_cases {
+    ($($case:ident $(=> embedded_only($reason:literal))?),* $(,)?) => {
+        $(
+            mod $case {
+                #[test]
+                fn embedded() {
+                    super::$case(crate::common::Cluster::start_on(
+                        crate::common::Runtime::Embedded,
+                    ));
+                }
+
+                $(#[ignore = $reason])?
+                #[test]
+                fn containerd() {
+                    super::$case(crate::common::Cluster::start_on(
+                        crate::common::Runtime::Containerd,
+                    ));
+                }
+            }
+        )*
+    };
+}
+pub(crate) use node_cases;

@@ -1,9 +1,9 @@
 //! The containerd flavor: Debian's containerd 1.6 with only what its CRI plugin needs.
+//! Shared by [`CriRuntime`](super::CriRuntime) and the containerd-backed
+//! [`Node`](crate::Node).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-use super::shared::Shared;
 
 const CONTAINERD: &str = "/usr/bin/containerd";
 const RUNC: &str = "/usr/sbin/runc";
@@ -22,24 +22,24 @@ const DISABLED_PLUGINS: &[&str] = &[
 ];
 
 /// The CRI socket of a containerd in `dir`.
-pub(super) fn socket(dir: &Path) -> PathBuf {
+pub(crate) fn socket(dir: &Path) -> PathBuf {
     dir.join("containerd.sock")
 }
 
-/// Writes `dir/containerd.toml` and `dir/certs.d` (plain HTTP to the shared registry) and
-/// returns the command that runs containerd on them.
+/// Writes `dir/containerd.toml` and `dir/certs.d` (plain HTTP to the registry `registry`,
+/// `IP:PORT`) and returns the command that runs containerd on them.
 ///
 /// The config: root `dir/rt`, state `dir/st` (network namespaces pinned there too),
 /// runc v2 shim with cgroupfs and runc's state in `dir/st/runc`, CNI from `dir/cni` and
-/// `/usr/lib/cni`, the pause stand-in as `sandbox_image`, and `restrict_oom_score_adj`
+/// `/usr/lib/cni`, `pause` (the pause stand-in's reference) as `sandbox_image`, and `restrict_oom_score_adj`
 /// (the test machine lacks CAP_SYS_RESOURCE, so containerd must not try to lower a
 /// container's oom_score_adj below its own).
-pub(super) fn command(dir: &Path, shared: &Shared) -> anyhow::Result<Command> {
-    let host_dir = dir.join("certs.d").join(&shared.host);
+pub(crate) fn command(dir: &Path, registry: &str, pause: &str) -> anyhow::Result<Command> {
+    let host_dir = dir.join("certs.d").join(registry);
     std::fs::create_dir_all(&host_dir)?;
-    std::fs::write(host_dir.join("hosts.toml"), hosts_toml(&shared.host))?;
+    std::fs::write(host_dir.join("hosts.toml"), hosts_toml(registry))?;
     let config = dir.join("containerd.toml");
-    std::fs::write(&config, config_toml(dir, shared))?;
+    std::fs::write(&config, config_toml(dir, pause))?;
     let mut cmd = Command::new(CONTAINERD);
     cmd.arg("--config").arg(config);
     Ok(cmd)
@@ -51,7 +51,7 @@ fn hosts_toml(host: &str) -> String {
     )
 }
 
-fn config_toml(dir: &Path, shared: &Shared) -> String {
+fn config_toml(dir: &Path, pause: &str) -> String {
     let d = |sub: &str| super::toml_string(&dir.join(sub));
     let disabled: Vec<String> = DISABLED_PLUGINS.iter().map(|p| format!("{p:?}")).collect();
     format!(
@@ -90,7 +90,6 @@ required_plugins = ["io.containerd.grpc.v1.cri"]
         state = d("st"),
         disabled = disabled.join(", "),
         socket = super::toml_string(&socket(dir)),
-        pause = shared.pause,
         runc_root = d("st/runc"),
         cni_bin = super::CNI_BIN_DIR,
         cni = d("cni"),

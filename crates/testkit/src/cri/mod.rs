@@ -31,10 +31,10 @@
 //! own runtime.
 
 mod client;
-mod containerd;
+pub(crate) mod containerd;
 mod shared;
 mod skiff;
-mod teardown;
+pub(crate) mod teardown;
 
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
@@ -430,7 +430,9 @@ impl CriRuntime {
     async fn spawn(&self) -> anyhow::Result<()> {
         let mut cmd = match self.flavor {
             Flavor::Skiff => skiff::command(&self.dir, &self.subnet)?,
-            Flavor::Containerd => containerd::command(&self.dir, self.shared)?,
+            Flavor::Containerd => {
+                containerd::command(&self.dir, &self.shared.host, &self.shared.pause)?
+            }
         };
         let log = OpenOptions::new()
             .create(true)
@@ -504,6 +506,7 @@ impl Drop for CriRuntime {
             &self.network_name(),
             &self.bridge(),
             &self.known_uids(),
+            None,
         );
     }
 }

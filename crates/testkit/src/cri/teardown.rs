@@ -16,7 +16,7 @@ const REMOVE_TIMEOUT: Duration = Duration::from_secs(60);
 /// StopPodSandbox + RemovePodSandbox for every sandbox of the runtime on `socket`, from
 /// a thread of its own (callers may be inside an async runtime, in `Drop`). Errors are
 /// ignored: the forced cleanup follows.
-pub(super) fn remove_pods(socket: &Path) {
+pub(crate) fn remove_pods(socket: &Path) {
     let socket = socket.to_path_buf();
     let worker = std::thread::spawn(move || {
         let Ok(runtime) = tokio::runtime::Builder::new_current_thread()

@@ -70,6 +70,21 @@ pub fn busybox_with(options: &ImageOptions) -> anyhow::Result<Image> {
     builder.build()
 }
 
+/// The busybox layer with an image config of `config` (`Entrypoint`, `Cmd`,
+/// `WorkingDir`, `StopSignal`, ...) plus `Env: [PATH]` unless `config` sets `Env`.
+///
+/// Errors: as [`busybox`].
+pub fn busybox_configured(config: serde_json::Value) -> anyhow::Result<Image> {
+    let mut config = config;
+    if let Some(obj) = config.as_object_mut() {
+        obj.entry("Env").or_insert_with(|| json!([PATH_ENV]));
+    }
+    let layer = Layer::new(busybox_layer()?, Compression::Gzip);
+    ImageBuilder::new()
+        .platform(Platform::new("amd64", vec![layer]).config(config))
+        .build()
+}
+
 /// A stand-in for the Kubernetes pause image, for runtimes that run a sandbox container
 /// (containerd's `sandbox_image`): the busybox layer with `Entrypoint
 /// ["/bin/sleep", "2147483647"]`.

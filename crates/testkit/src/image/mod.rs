@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 pub use archive::{ArchiveFile, archive_tar, write_files};
-pub use busybox::{ImageOptions, busybox, busybox_with, pause};
+pub use busybox::{ImageOptions, busybox, busybox_configured, busybox_with, pause};
 pub use layer::{Compression, Layer, TarEntry, layer_tar};
 
 /// Which media types the manifests, configs and layers use.

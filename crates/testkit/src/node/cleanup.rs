@@ -13,8 +13,16 @@ use crate::sys;
 
 /// Removes, in order: runc containers under `<dir>/st/runc`, processes mentioning
 /// `dir`, iptables rules of `network`, mounts under `dir`, the `bridge`, pod cgroups
-/// and `/var/log/pods` directories of `uids`, and finally `dir`. Errors are ignored.
-pub(crate) fn force(dir: &Path, network: &str, bridge: &str, uids: &BTreeSet<String>) {
+/// and `/var/log/pods` directories of `uids`, the kubelet's `cgroup_root` (if any, and
+/// never a hierarchy's root itself) in every hierarchy, and finally `dir`. Errors are
+/// ignored.
+pub(crate) fn force(
+    dir: &Path,
+    network: &str,
+    bridge: &str,
+    uids: &BTreeSet<String>,
+    cgroup_root: Option<&str>,
+) {
     runc_containers(&dir.join("st/runc"));
     let me = std::process::id();
     for (pid, _) in leftovers::processes_mentioning(dir) {
@@ -32,6 +40,14 @@ pub(crate) fn force(dir: &Path, network: &str, bridge: &str, uids: &BTreeSet<Str
     quiet(Command::new("ip").args(["link", "del", bridge]));
     for cgroup in leftovers::pod_cgroups(uids) {
         remove_cgroup(&cgroup);
+    }
+    let cgroup_root = cgroup_root
+        .map(|r| r.trim_matches('/'))
+        .filter(|r| !r.is_empty());
+    if let Some(root) = cgroup_root {
+        for hierarchy in leftovers::cgroup_hierarchies() {
+            remove_cgroup(&hierarchy.join(root));
+        }
     }
     pod_log_dirs(uids);
     if std::fs::remove_dir_all(dir).is_err() {

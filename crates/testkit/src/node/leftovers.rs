@@ -147,8 +147,23 @@ pub(crate) fn iptables_list(table: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The cgroup hierarchies: `/sys/fs/cgroup` (v2) and each directory in it (v1).
+pub(crate) fn cgroup_hierarchies() -> Vec<PathBuf> {
+    let mut roots = vec![PathBuf::from(CGROUP_FS)];
+    if let Ok(entries) = std::fs::read_dir(CGROUP_FS) {
+        roots.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path()),
+        );
+    }
+    roots
+}
+
 /// cgroup directories named after one of `uids` (`pod<uid>` for the cgroupfs driver,
-/// `...pod<uid with _>.slice` for systemd) under `/sys/fs/cgroup/*/kubepods*`.
+/// `...pod<uid with _>.slice` for systemd) under `/sys/fs/cgroup/*/kubepods*` and, for
+/// kubelets with a `--cgroup-root`, `/sys/fs/cgroup/*/<root>/kubepods*`.
 pub(crate) fn pod_cgroups(uids: &BTreeSet<String>) -> Vec<PathBuf> {
     let names: Vec<(String, String)> = uids
         .iter()
@@ -163,22 +178,19 @@ pub(crate) fn pod_cgroups(uids: &BTreeSet<String>) -> Vec<PathBuf> {
     if names.is_empty() {
         return found;
     }
-    let mut roots = vec![PathBuf::from(CGROUP_FS)];
-    if let Ok(entries) = std::fs::read_dir(CGROUP_FS) {
-        roots.extend(
-            entries
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path()),
-        );
-    }
-    for root in roots {
+    for root in cgroup_hierarchies() {
         let Ok(entries) = std::fs::read_dir(&root) else {
             continue;
         };
         for entry in entries.flatten() {
             if entry.file_name().to_string_lossy().starts_with("kubepods") {
                 walk(&entry.path(), CGROUP_DEPTH, &names, &mut found);
+            } else if let Ok(children) = std::fs::read_dir(entry.path()) {
+                for child in children.flatten() {
+                    if child.file_name().to_string_lossy().starts_with("kubepods") {
+                        walk(&child.path(), CGROUP_DEPTH, &names, &mut found);
+                    }
+                }
             }
         }
     }

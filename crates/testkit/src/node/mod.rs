@@ -1,7 +1,9 @@
-//! A running `skiff kubelet` with private directories, CNI network and read-only port.
+//! A running `skiff kubelet` with private directories, CNI network and read-only port,
+//! on its embedded runtime or on a private containerd 1.6.
 
 pub(crate) mod cleanup;
 pub(crate) mod cni;
+mod containerd;
 pub(crate) mod leftovers;
 
 use std::collections::BTreeSet;
@@ -22,6 +24,21 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 const LOG_TAIL_LINES: usize = 80;
 
+/// Which CRI runtime the kubelet drives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeRuntime {
+    /// The runtime embedded in `skiff kubelet`.
+    Embedded,
+    /// Debian's containerd 1.6, started by the [`Node`] on its own directories and
+    /// given to the kubelet as `--container-runtime-endpoint`. `registry` (`IP:PORT`)
+    /// is reached over plain HTTP and receives the pause stand-in ([`crate::pause`]),
+    /// containerd's `sandbox_image`.
+    Containerd {
+        /// The test registry, `IP:PORT`.
+        registry: String,
+    },
+}
+
 /// How to run the kubelet.
 #[derive(Debug, Clone)]
 pub struct NodeOptions {
@@ -29,25 +46,36 @@ pub struct NodeOptions {
     pub skiff_bin: PathBuf,
     /// Flags appended after the ones [`Node`] sets.
     pub extra_args: Vec<String>,
+    /// The runtime under the kubelet.
+    pub runtime: NodeRuntime,
 }
 
-/// A `skiff kubelet` process with the embedded runtime, for end-to-end tests.
+/// A `skiff kubelet` process on its embedded runtime or on containerd, for end-to-end
+/// tests.
 ///
 /// Layout of [`Node::dir`] (`/tmp/sk-<8 hex>`, short for unix socket paths):
-/// `manifests/` (`--pod-manifest-path`), `kubelet/` (`--root-dir`), `rt/`
-/// (`--runtime-root`), `st/` (`--runtime-state`, CRI socket `st/skiff.sock`), `cni/`
-/// (`--cni-conf-dir`, holding `10-test.conflist`: bridge + host-local on a random /24 of
-/// 10.240.0.0/12 + portmap), `ipam/` (host-local `dataDir`), `kubelet.log` (stdout and
-/// stderr, `RUST_LOG=info`).
+/// `manifests/` (`--pod-manifest-path`), `kubelet/` (`--root-dir`), `rt/` and `st/`
+/// (the runtime's root and state: `--runtime-root` / `--runtime-state` with the CRI
+/// socket `st/skiff.sock` for the embedded runtime; containerd's `root` / `state` with
+/// runc's state in `st/runc`), `cni/` (`--cni-conf-dir` or containerd's CNI `conf_dir`,
+/// holding `10-test.conflist`: bridge + host-local on a random /24 of 10.240.0.0/12 +
+/// portmap), `ipam/` (host-local `dataDir`), `kubelet.log` (stdout and stderr,
+/// `RUST_LOG=info`); with containerd also `containerd.toml`, `certs.d/`,
+/// `containerd.sock` and `containerd.log`.
+///
+/// The kubelet runs with `--cgroup-root` [`Node::cgroup_root`].
 ///
 /// Dropping it removes all manifests, waits (up to 60 s) for `/pods` to be empty, stops
-/// the kubelet, then force-cleans whatever is left (runc containers, processes, mounts,
-/// iptables rules, the bridge, pod cgroups and log dirs) and removes the directory.
+/// the kubelet (and containerd, after removing its remaining pods through the CRI), then
+/// force-cleans whatever is left (runc containers, processes, mounts, iptables rules, the
+/// bridge, pod cgroups, the cgroup root and log dirs) and removes the directory.
 pub struct Node {
     opts: NodeOptions,
+    containerd: Option<containerd::Containerd>,
     id: String,
     dir: PathBuf,
     port: u16,
+    main_port: u16,
     pod_cidr: String,
     child: Option<Child>,
     /// UIDs of every pod seen in `/pods`, for leftover checks and cleanup.
@@ -55,17 +83,21 @@ pub struct Node {
 }
 
 impl Node {
-    /// Creates the directories and CNI config, spawns the kubelet and waits (up to 60 s)
-    /// for `GET /healthz` on the read-only port.
+    /// Creates the directories and CNI config, starts containerd if asked (waiting until
+    /// it answers), spawns the kubelet and waits (up to 60 s) for `GET /healthz` on the
+    /// read-only port.
     ///
-    /// Errors: the binary cannot be spawned, or it exits or is not healthy in time (the
-    /// message includes the tail of `kubelet.log`). The directory is removed on error.
+    /// Errors: containerd or the kubelet cannot be started, or the kubelet exits or is
+    /// not healthy in time (the message includes the tail of its log). Everything is
+    /// removed on error.
     pub fn start(opts: NodeOptions) -> anyhow::Result<Node> {
         let (id, dir) = create_unique_dir("sk")?;
         let mut node = Node {
             opts,
+            containerd: None,
             dir,
             port: 0,
+            main_port: 0,
             pod_cidr: String::new(),
             child: None,
             seen_uids: Mutex::new(BTreeSet::new()),
@@ -84,6 +116,10 @@ impl Node {
             &node.dir.join("ipam"),
         )?;
         node.port = sys::free_port()?;
+        node.main_port = sys::free_port()?;
+        if let NodeRuntime::Containerd { registry } = &node.opts.runtime {
+            node.containerd = Some(containerd::Containerd::start(&node.dir, registry)?);
+        }
         node.spawn()?;
         Ok(node)
     }
@@ -103,9 +139,21 @@ impl Node {
         self.port
     }
 
+    /// The kubelet's HTTPS port (`--port`) on 127.0.0.1; its self-signed certificate is
+    /// `<dir>/kubelet/pki/kubelet.crt`.
+    pub fn main_port(&self) -> u16 {
+        self.main_port
+    }
+
     /// The pod subnet of the CNI config, e.g. `10.243.17.0/24`.
     pub fn pod_cidr(&self) -> &str {
         &self.pod_cidr
+    }
+
+    /// The kubelet's `--cgroup-root`, `/sk-<8 hex>`: each node's pod cgroups live in their
+    /// own tree, so that a kubelet's orphan cleanup never touches another node's pods.
+    pub fn cgroup_root(&self) -> String {
+        format!("/sk-{}", self.id)
     }
 
     /// The CNI bridge name, `sk<8 hex>`.
@@ -206,6 +254,21 @@ impl Node {
         }
     }
 
+    /// The CRI socket of the runtime (`st/skiff.sock` or `containerd.sock`), for CRI
+    /// clients such as crictl.
+    pub fn cri_socket(&self) -> PathBuf {
+        match &self.containerd {
+            Some(containerd) => containerd.socket().to_path_buf(),
+            None => self.dir.join("st/skiff.sock"),
+        }
+    }
+
+    /// The PID of containerd ([`NodeRuntime::Containerd`]); `None` for the embedded
+    /// runtime, which lives in the kubelet process.
+    pub fn runtime_pid(&self) -> Option<u32> {
+        self.containerd.as_ref().map(containerd::Containerd::pid)
+    }
+
     /// The PID of the running kubelet, if any.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -244,7 +307,8 @@ impl Node {
     }
 
     /// `(pid, command line)` of every process whose command line mentions
-    /// [`Node::dir`]: the kubelet and the per-container shims, while pods run.
+    /// [`Node::dir`]: the kubelet, containerd and the per-container shims, while pods
+    /// run.
     pub fn processes(&self) -> Vec<(u32, String)> {
         leftovers::processes_mentioning(&self.dir)
     }
@@ -252,8 +316,9 @@ impl Node {
     /// Everything the node's pods left behind, one human-readable line each: mounts
     /// under [`Node::dir`] (except the kubelet root's own rshared bind mount, which the
     /// kubelet keeps as upstream's does), host-local IP reservations, veths on the bridge,
-    /// processes whose command line mentions the directory (other than the kubelet),
-    /// iptables rules of the CNI network, and `pod<uid>` cgroups of pods this node ran.
+    /// processes whose command line mentions the directory (other than the kubelet and
+    /// containerd), iptables rules of the CNI network, and `pod<uid>` cgroups of pods this
+    /// node ran.
     /// Empty means clean.
     pub fn leftovers(&self) -> Vec<String> {
         let mut found = Vec::new();
@@ -266,7 +331,11 @@ impl Node {
         );
         found.extend(leftovers::ip_reservations(&self.dir.join("ipam")));
         found.extend(leftovers::veths(&self.bridge()));
-        let skip = [self.pid(), Some(std::process::id())];
+        let skip = [
+            self.pid(),
+            self.containerd.as_ref().map(containerd::Containerd::pid),
+            Some(std::process::id()),
+        ];
         found.extend(
             self.processes()
                 .into_iter()
@@ -338,21 +407,33 @@ impl Node {
             .arg(dir("manifests"))
             .arg("--root-dir")
             .arg(dir("kubelet"))
-            .arg("--runtime-root")
-            .arg(dir("rt"))
-            .arg("--runtime-state")
-            .arg(dir("st"))
             .arg("--read-only-port")
             .arg(self.port.to_string())
+            .arg("--port")
+            .arg(self.main_port.to_string())
             .arg("--hostname-override")
             .arg(self.node_name())
-            .arg("--cni-conf-dir")
-            .arg(dir("cni"))
-            .arg("--pod-cidr")
-            .arg(&self.pod_cidr)
             .arg("--file-check-frequency")
             .arg("1s")
-            .args(&self.opts.extra_args)
+            .arg("--cgroup-root")
+            .arg(self.cgroup_root());
+        match &self.containerd {
+            Some(containerd) => {
+                cmd.arg("--container-runtime-endpoint")
+                    .arg(containerd.endpoint());
+            }
+            None => {
+                cmd.arg("--runtime-root")
+                    .arg(dir("rt"))
+                    .arg("--runtime-state")
+                    .arg(dir("st"))
+                    .arg("--cni-conf-dir")
+                    .arg(dir("cni"))
+                    .arg("--pod-cidr")
+                    .arg(&self.pod_cidr);
+            }
+        }
+        cmd.args(&self.opts.extra_args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -417,8 +498,17 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.drain();
         let _ = self.stop();
+        if let Some(containerd) = self.containerd.take() {
+            containerd.stop();
+        }
         let uids = self.known_uids();
-        cleanup::force(&self.dir, &self.network_name(), &self.bridge(), &uids);
+        cleanup::force(
+            &self.dir,
+            &self.network_name(),
+            &self.bridge(),
+            &uids,
+            Some(&self.cgroup_root()),
+        );
     }
 }
 

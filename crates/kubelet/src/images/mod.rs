@@ -1,0 +1,4 @@
+//! Images on the node (upstream `pkg/kubelet/images`): [`gc`] removes unused images when
+//! the image filesystem fills up.
+
+pub mod gc;

@@ -1,0 +1,456 @@
+//! Reading CRI container log files (upstream `pkg/kubelet/kuberuntime/logs`).
+//!
+//! A CRI log line is `<RFC 3339 timestamp> <stdout|stderr> <P|F> <content>\n`: `P` marks a
+//! partial line continued by the next entry, `F` a full one. Reading joins partial
+//! entries into one line (one timestamp prefix), honours `since`, `tail` (counted in
+//! file lines from the end), `limit_bytes` (bytes written) and, with `follow`, keeps
+//! reading new lines — across rotation, when the file is replaced or truncated — until
+//! the container stops running or the reader goes away.
+
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, FixedOffset};
+use tokio::sync::mpsc;
+
+/// How often a followed file is checked for new lines.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+/// How often, while no line arrives, a follow checks that the container still runs
+/// (upstream `stateCheckPeriod` is 5 s; shorter so that a stopped follow ends soon).
+const STATE_CHECK: Duration = Duration::from_secs(1);
+
+/// What to read (upstream `LogOptions`, from the v1 `PodLogOptions`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogOptions {
+    /// Skip entries older than this.
+    pub since: Option<DateTime<FixedOffset>>,
+    /// Start this many file lines before the end (`None`: from the start).
+    pub tail: Option<u64>,
+    /// Stop after writing this many bytes.
+    pub limit_bytes: Option<u64>,
+    /// Prefix each line with its RFC 3339 timestamp.
+    pub timestamps: bool,
+    /// Keep reading new lines.
+    pub follow: bool,
+}
+
+/// One parsed entry of a CRI log file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogEntry {
+    /// When the runtime wrote it.
+    pub timestamp: DateTime<FixedOffset>,
+    /// `stdout` or `stderr`.
+    pub stream: String,
+    /// True for a `P` (partial) entry: the line continues in the next entry.
+    pub partial: bool,
+    /// The content, without the trailing newline.
+    pub content: Vec<u8>,
+}
+
+/// Parses one CRI log line (without or with its trailing `\n`).
+///
+/// Errors (as a message) when the timestamp, stream or tag is missing or invalid.
+pub fn parse_line(line: &[u8]) -> Result<LogEntry, String> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let mut fields = line.splitn(4, |b| *b == b' ');
+    let timestamp = fields.next().unwrap_or_default();
+    let timestamp = std::str::from_utf8(timestamp)
+        .ok()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .ok_or_else(|| format!("unexpected timestamp in log line {:?}", lossy(line)))?;
+    let stream = match fields.next() {
+        Some(b"stdout") => "stdout",
+        Some(b"stderr") => "stderr",
+        _ => {
+            return Err(format!(
+                "unexpected stream type in log line {:?}",
+                lossy(line)
+            ));
+        }
+    };
+    let partial = match fields.next() {
+        Some(b"P") => true,
+        Some(b"F") => false,
+        _ => return Err(format!("unexpected tag in log line {:?}", lossy(line))),
+    };
+    Ok(LogEntry {
+        timestamp,
+        stream: stream.to_owned(),
+        partial,
+        content: fields.next().unwrap_or_default().to_vec(),
+    })
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A timestamp as Go's RFC3339Nano prints it (fraction without trailing zeros, `Z` for
+/// UTC), the form upstream writes with `timestamps=true`.
+pub fn format_timestamp(t: &DateTime<FixedOffset>) -> String {
+    let base = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let nanos = format!("{:09}", t.timestamp_subsec_nanos());
+    let fraction = nanos.trim_end_matches('0');
+    let offset = if t.offset().local_minus_utc() == 0 {
+        "Z".to_owned()
+    } else {
+        t.format("%:z").to_string()
+    };
+    if fraction.is_empty() {
+        format!("{base}{offset}")
+    } else {
+        format!("{base}.{fraction}{offset}")
+    }
+}
+
+/// Turns entries into output bytes: timestamps, partial-line joining, `since` and the
+/// byte limit.
+#[derive(Debug)]
+pub struct LogFormatter {
+    options: LogOptions,
+    /// The previous written entry ended its line (the next one starts a new line).
+    at_line_start: bool,
+    written: u64,
+}
+
+impl LogFormatter {
+    /// A formatter for `options`.
+    pub fn new(options: LogOptions) -> Self {
+        Self {
+            options,
+            at_line_start: true,
+            written: 0,
+        }
+    }
+
+    /// The byte limit was reached: nothing more will be written.
+    pub fn done(&self) -> bool {
+        self.options
+            .limit_bytes
+            .is_some_and(|limit| self.written >= limit)
+    }
+
+    /// The bytes to write for `entry` (empty when skipped or past the limit).
+    pub fn format(&mut self, entry: &LogEntry) -> Vec<u8> {
+        if self.done() {
+            return Vec::new();
+        }
+        if self
+            .options
+            .since
+            .is_some_and(|since| entry.timestamp < since)
+        {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(entry.content.len() + 40);
+        if self.options.timestamps && self.at_line_start {
+            out.extend_from_slice(format_timestamp(&entry.timestamp).as_bytes());
+            out.push(b' ');
+        }
+        out.extend_from_slice(&entry.content);
+        if !entry.partial {
+            out.push(b'\n');
+        }
+        self.at_line_start = !entry.partial;
+        if let Some(limit) = self.options.limit_bytes {
+            let room = limit.saturating_sub(self.written);
+            out.truncate(usize::try_from(room).unwrap_or(usize::MAX));
+        }
+        self.written += out.len() as u64;
+        out
+    }
+}
+
+/// The byte offset where the last `n` lines of `file` start (upstream
+/// `tail.FindTailLineStartIndex`): the file's length for 0, its start when it has
+/// fewer lines.
+pub fn tail_start(file: &mut std::fs::File, n: u64) -> std::io::Result<u64> {
+    const BLOCK: u64 = 64 * 1024;
+    let len = file.seek(SeekFrom::End(0))?;
+    if n == 0 {
+        return Ok(len);
+    }
+    let mut end = len;
+    let mut newlines = 0u64;
+    // A final newline ends the last line, it does not start an empty one.
+    let mut skip_last = true;
+    let mut buf = vec![0u8; BLOCK as usize];
+    while end > 0 {
+        let start = end.saturating_sub(BLOCK);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        for (i, b) in chunk.iter().enumerate().rev() {
+            if *b != b'\n' {
+                skip_last = false;
+                continue;
+            }
+            if skip_last {
+                skip_last = false;
+                continue;
+            }
+            newlines += 1;
+            if newlines == n {
+                return Ok(start + i as u64 + 1);
+            }
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// Streams the logs of `path` into `out` as [`LogOptions`] say. With `follow`, waits
+/// for new lines and follows rotation (the path replaced by a new file, or the file
+/// truncated) while `running()` is true. Lines that do not parse are skipped (with a
+/// warning). Returns when done, when `out` is closed, or on an I/O error.
+pub async fn read_logs<F, Fut>(
+    path: PathBuf,
+    options: LogOptions,
+    out: mpsc::Sender<Bytes>,
+    mut running: F,
+) -> std::io::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let follow = options.follow;
+    let tail = options.tail;
+    let mut formatter = LogFormatter::new(options);
+    let mut reader = open_at(&path, tail)?;
+    let mut line = Vec::new();
+    let mut last_state_check = tokio::time::Instant::now();
+    loop {
+        // Read what is there.
+        loop {
+            let n = reader.file.read_until(b'\n', &mut line)?;
+            if n == 0 || !line.ends_with(b"\n") {
+                // An incomplete last line: keep it and read the rest later.
+                break;
+            }
+            match parse_line(&line) {
+                Ok(entry) => {
+                    let bytes = formatter.format(&entry);
+                    if !bytes.is_empty() && out.send(Bytes::from(bytes)).await.is_err() {
+                        return Ok(());
+                    }
+                    if formatter.done() {
+                        return Ok(());
+                    }
+                }
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "skipping log line"),
+            }
+            line.clear();
+        }
+        if !follow {
+            return Ok(());
+        }
+        // Rotated (a new file at the path) or truncated: continue with the new content.
+        if reader.replaced(&path) {
+            reader = open_at(&path, None)?;
+            line.clear();
+            continue;
+        }
+        if out.is_closed() {
+            return Ok(());
+        }
+        if last_state_check.elapsed() >= STATE_CHECK {
+            if !running().await {
+                // Drain what the container wrote just before it stopped.
+                let mut rest = Vec::new();
+                reader.file.read_to_end(&mut rest)?;
+                line.extend_from_slice(&rest);
+                for raw in line.split_inclusive(|b| *b == b'\n') {
+                    if let Ok(entry) = parse_line(raw) {
+                        let bytes = formatter.format(&entry);
+                        if !bytes.is_empty() && out.send(Bytes::from(bytes)).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+                return Ok(());
+            }
+            last_state_check = tokio::time::Instant::now();
+        }
+        tokio::time::sleep(FOLLOW_POLL).await;
+    }
+}
+
+/// An open log file and the identity it was opened with.
+struct OpenLog {
+    file: BufReader<std::fs::File>,
+    inode: u64,
+}
+
+impl OpenLog {
+    /// The path now names another file, or the file shrank below the read position.
+    fn replaced(&mut self, path: &Path) -> bool {
+        let Ok(meta) = std::fs::metadata(path) else {
+            return false;
+        };
+        if meta.ino() != self.inode {
+            return true;
+        }
+        self.file
+            .stream_position()
+            .is_ok_and(|position| meta.len() < position)
+    }
+}
+
+fn open_at(path: &Path, tail: Option<u64>) -> std::io::Result<OpenLog> {
+    let mut file = std::fs::File::open(path)?;
+    let inode = file.metadata()?.ino();
+    let start = match tail {
+        Some(n) => tail_start(&mut file, n)?,
+        None => 0,
+    };
+    file.seek(SeekFrom::Start(start))?;
+    Ok(OpenLog {
+        file: BufReader::new(file),
+        inode,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "2026-01-02T03:04:05.100000000Z stdout F one\n\
+        2026-01-02T03:04:06.000000000Z stderr P tw\n\
+        2026-01-02T03:04:06.500000000Z stderr F o\n\
+        2026-01-02T03:04:07.123456789+01:00 stdout F three\n";
+
+    fn write_log(contents: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        std::fs::write(&path, contents).unwrap();
+        (dir, path)
+    }
+
+    async fn read(path: &Path, options: LogOptions) -> String {
+        let (tx, mut rx) = mpsc::channel(16);
+        let path = path.to_owned();
+        let reader = tokio::spawn(read_logs(path, options, tx, || async { false }));
+        let mut out = Vec::new();
+        while let Some(chunk) = rx.recv().await {
+            out.extend_from_slice(&chunk);
+        }
+        reader.await.unwrap().unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn parses_entries_and_rejects_garbage() {
+        let entry = parse_line(b"2026-01-02T03:04:05.5Z stderr P a b c\n").unwrap();
+        assert_eq!(entry.stream, "stderr");
+        assert!(entry.partial);
+        assert_eq!(entry.content, b"a b c");
+        assert_eq!(
+            parse_line(b"2026-01-02T03:04:05Z stdout F ")
+                .unwrap()
+                .content,
+            b""
+        );
+        assert!(parse_line(b"nonsense stdout F x").is_err());
+        assert!(parse_line(b"2026-01-02T03:04:05Z other F x").is_err());
+        assert!(parse_line(b"2026-01-02T03:04:05Z stdout X x").is_err());
+    }
+
+    #[test]
+    fn formats_timestamps_as_rfc3339nano() {
+        let t = DateTime::parse_from_rfc3339("2026-01-02T03:04:05.100000000Z").unwrap();
+        assert_eq!(format_timestamp(&t), "2026-01-02T03:04:05.1Z");
+        let t = DateTime::parse_from_rfc3339("2026-01-02T03:04:05+02:00").unwrap();
+        assert_eq!(format_timestamp(&t), "2026-01-02T03:04:05+02:00");
+    }
+
+    #[tokio::test]
+    async fn joins_partial_lines_with_one_timestamp() {
+        let (_dir, path) = write_log(LOG);
+        assert_eq!(
+            read(&path, LogOptions::default()).await,
+            "one\ntwo\nthree\n"
+        );
+        let stamped = read(
+            &path,
+            LogOptions {
+                timestamps: true,
+                ..Default::default()
+            },
+        )
+        .await;
+        assert_eq!(
+            stamped,
+            "2026-01-02T03:04:05.1Z one\n2026-01-02T03:04:06Z two\n\
+             2026-01-02T03:04:07.123456789+01:00 three\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn tail_since_and_limit() {
+        let (_dir, path) = write_log(LOG);
+        let tail = |n| LogOptions {
+            tail: Some(n),
+            ..Default::default()
+        };
+        assert_eq!(read(&path, tail(1)).await, "three\n");
+        // Tail counts file lines: the last two are the end of a partial line and "three".
+        assert_eq!(read(&path, tail(2)).await, "o\nthree\n");
+        assert_eq!(read(&path, tail(0)).await, "");
+        assert_eq!(read(&path, tail(10)).await, "one\ntwo\nthree\n");
+        let since = LogOptions {
+            since: DateTime::parse_from_rfc3339("2026-01-02T03:04:06Z").ok(),
+            ..Default::default()
+        };
+        // 03:04:07+01:00 is 02:04:07Z: before `since`.
+        assert_eq!(read(&path, since).await, "two\n");
+        let limited = LogOptions {
+            limit_bytes: Some(6),
+            ..Default::default()
+        };
+        assert_eq!(read(&path, limited).await, "one\ntw");
+    }
+
+    #[tokio::test]
+    async fn follow_reads_new_lines_and_rotation() {
+        let (_dir, path) = write_log("2026-01-02T03:04:05Z stdout F first\n");
+        let (tx, mut rx) = mpsc::channel(16);
+        let running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = running.clone();
+        let reader = tokio::spawn(read_logs(
+            path.clone(),
+            LogOptions {
+                follow: true,
+                ..Default::default()
+            },
+            tx,
+            move || {
+                let flag = flag.clone();
+                async move { flag.load(std::sync::atomic::Ordering::SeqCst) }
+            },
+        ));
+        assert_eq!(rx.recv().await.unwrap(), "first\n");
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(b"2026-01-02T03:04:06Z stdout F second\n")
+                .unwrap();
+        }
+        assert_eq!(rx.recv().await.unwrap(), "second\n");
+        // Rotation: the file is renamed away and a new one takes its place.
+        std::fs::rename(&path, path.with_extension("log.1")).unwrap();
+        std::fs::write(&path, "2026-01-02T03:04:07Z stdout F third\n").unwrap();
+        assert_eq!(rx.recv().await.unwrap(), "third\n");
+        running.store(false, std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            rx.recv().await.is_none(),
+            "follow ends when the container stops"
+        );
+        reader.await.unwrap().unwrap();
+    }
+}

@@ -20,6 +20,7 @@ use crate::prober::results::ProbeResults;
 use crate::reason_cache::ReasonCache;
 use crate::status::generate::{StatusContext, generate_api_pod_status, mark_failed};
 use crate::status::{StatusManager, is_terminal};
+use crate::volume::VolumeManager;
 
 /// Resync delay after a failed sync (upstream `backOffPeriod`).
 pub const BACKOFF_PERIOD: Duration = Duration::from_secs(10);
@@ -46,6 +47,8 @@ pub struct Kubelet {
     pub probe_manager: ProbeManager,
     /// Latest liveness, readiness and startup results.
     pub probe_results: ProbeResults,
+    /// Sets up pod volumes before containers start and tears them down after.
+    pub volume_manager: Arc<VolumeManager>,
 }
 
 fn uid(pod: &Pod) -> &str {
@@ -92,6 +95,16 @@ impl Kubelet {
         }
         if let Err(e) = self.container_manager.ensure_pod_cgroup(pod) {
             warn!(pod = %name, error = %format!("{e:#}"), "failed to ensure that the pod cgroups exist");
+            return BACKOFF_PERIOD;
+        }
+        // Upstream `WaitForAttachAndMount`: no container starts before its volumes exist;
+        // the status still shows the pod (its containers ContainerCreating).
+        if let Err(e) = self.volume_manager.wait_for_attach_and_mount(pod) {
+            warn!(pod = %name, error = %format!("unable to attach or mount volumes: {e}"), "Unable to attach or mount volumes for pod; skipping pod");
+            self.status_manager.set_pod_status(
+                uid,
+                generate_api_pod_status(pod, &before, &self.status_context(probes)),
+            );
             return BACKOFF_PERIOD;
         }
         let result = self.runtime.sync_pod(pod, &before, &probes).await;
@@ -207,6 +220,13 @@ impl Kubelet {
         // `UpdateQOSCgroups` in `SyncTerminatedPod`).
         if let Err(e) = self.container_manager.update_qos_cgroups() {
             warn!(error = %format!("{e:#}"), "updating the QoS cgroups");
+        }
+        // Volumes go once no container uses them (upstream: the volume manager unmounts
+        // the volumes of terminated pods).
+        if errors.is_empty()
+            && let Err(e) = self.volume_manager.unmount_pod_volumes(uid)
+        {
+            errors.push(e);
         }
         self.reasons.remove_pod(uid);
         if !errors.is_empty() {

@@ -62,6 +62,7 @@ use prober::results::ProbeResults;
 use prober::{ProbeManager, Prober};
 use status::StatusManager;
 use syncloop::{SyncLoop, SyncLoopInputs};
+use volume::VolumeManager;
 
 /// CRI API version the kubelet speaks.
 const CRI_API_VERSION: &str = "v1";
@@ -220,6 +221,10 @@ pub async fn run(
             config.root_dir.display()
         )
     })?;
+    // Upstream `setupDataDirs`: volume mounts with HostToContainer or Bidirectional
+    // propagation need the root directory on a shared mount.
+    volume::mount::make_rshared(&config.root_dir)
+        .map_err(|e| anyhow::anyhow!("error configuring root directory: {e}"))?;
     let version = cri
         .version(VersionRequest {
             version: CRI_API_VERSION.to_owned(),
@@ -258,21 +263,29 @@ pub async fn run(
         .start()
         .context("setting up the kubepods cgroups")?;
 
-    let runtime = Arc::new(KubeGenericRuntimeManager::new(
-        cri.clone(),
-        RuntimeManagerConfig {
-            pod_logs_dir: config.pod_logs_dir.clone(),
-            cgroup_root: config.cgroup_root.clone(),
-            node_ip: node_ip.clone(),
-            resolv_conf: PathBuf::from("/etc/resolv.conf"),
-            memory_capacity: cm::machine_memory_capacity(),
-            pod_dirs: PodDirs::new(&config.root_dir),
-            allocatable: NodeAllocatable::from_machine(
-                &config.root_dir,
-                &[&config.system_reserved, &config.kube_reserved],
-            ),
-        },
+    let allocatable = NodeAllocatable::from_machine(
+        &config.root_dir,
+        &[&config.system_reserved, &config.kube_reserved],
+    );
+    let volume_manager = Arc::new(VolumeManager::new(
+        PodDirs::new(&config.root_dir),
+        volume::probe_volume_plugins(allocatable),
     ));
+    let runtime = Arc::new(
+        KubeGenericRuntimeManager::new(
+            cri.clone(),
+            RuntimeManagerConfig {
+                pod_logs_dir: config.pod_logs_dir.clone(),
+                cgroup_root: config.cgroup_root.clone(),
+                node_ip: node_ip.clone(),
+                resolv_conf: PathBuf::from("/etc/resolv.conf"),
+                memory_capacity: cm::machine_memory_capacity(),
+                pod_dirs: PodDirs::new(&config.root_dir),
+                allocatable,
+            },
+        )
+        .with_volume_manager(volume_manager.clone()),
+    );
     let status_manager = Arc::new(StatusManager::default());
     let (probe_results, probe_updates) = ProbeResults::new();
     let probe_manager = ProbeManager::new(
@@ -291,6 +304,7 @@ pub async fn run(
         probe_results,
         container_manager: container_manager.clone(),
         evictions: evictions.clone(),
+        volume_manager,
     });
     let sources_ready = SourcesReady::default();
 
@@ -522,5 +536,7 @@ mod tests {
         .await;
         let _ = stop_tx.send(());
         kubelet.await.unwrap().unwrap();
+        // The rshared bind mount of the root directory stays after the kubelet, as upstream.
+        let _ = volume::mount::unmount(&dir.path().join("root"));
     }
 }

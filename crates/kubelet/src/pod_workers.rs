@@ -113,6 +113,11 @@ impl PodWorkers {
         self.workers.contains_key(uid)
     }
 
+    /// The kubelet the workers run.
+    pub fn kubelet(&self) -> &Arc<Kubelet> {
+        &self.kubelet
+    }
+
     /// True when pod `uid` is being terminated.
     pub fn is_terminating(&self, uid: &str) -> bool {
         self.workers.get(uid).is_some_and(|w| w.terminating)

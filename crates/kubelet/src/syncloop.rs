@@ -295,6 +295,7 @@ impl SyncLoop {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
+        let on_runtime: HashSet<String> = runtime_pods.keys().cloned().collect();
         for (uid, runtime_pod) in runtime_pods {
             if desired.contains(&uid) || self.pod_workers.is_known(&uid) {
                 continue;
@@ -316,6 +317,15 @@ impl SyncLoop {
                 },
             );
         }
+        // Upstream `cleanupOrphanedPodDirs`: directories of pods that no source, worker
+        // or runtime knows any more.
+        let workers = &self.pod_workers;
+        workers
+            .kubelet()
+            .volume_manager
+            .cleanup_orphaned_pod_dirs(|uid| {
+                desired.contains(uid) || workers.is_known(uid) || on_runtime.contains(uid)
+            });
     }
 }
 
@@ -409,6 +419,10 @@ mod tests {
                 probe_results.clone(),
             ),
             probe_results,
+            volume_manager: Arc::new(crate::volume::VolumeManager::new(
+                crate::pod_dirs::PodDirs::new(dir.path().join("root")),
+                crate::volume::probe_volume_plugins(Default::default()),
+            )),
         });
         let (results_tx, mut results) = mpsc::unbounded_channel();
         let pod_manager = Arc::new(PodManager::default());

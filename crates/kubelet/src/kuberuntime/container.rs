@@ -23,6 +23,7 @@ use super::sync_result::{
     POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR, SyncError,
 };
 use super::termination_message::termination_message_mount;
+use crate::volume::mounts::make_mounts;
 
 /// Inputs of a container config that come from the sandbox and node.
 pub struct ContainerContext<'a> {
@@ -155,6 +156,30 @@ impl KubeGenericRuntimeManager {
         check_crash_backoff(&mut backoff, pod, container, status, SystemTime::now())
     }
 
+    /// The CRI mounts of `container`'s volumeMounts, from the volumes the volume manager
+    /// set up for the pod (upstream `makeMounts`, called from `GenerateRunContainerOptions`).
+    fn volume_mounts(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        pod_ips: &[String],
+    ) -> Result<Vec<Mount>, String> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let volumes = self
+            .volume_manager
+            .as_ref()
+            .map(|v| v.get_mounted_volumes_for_pod(uid))
+            .unwrap_or_default();
+        let env_ctx = EnvContext {
+            pod_ips,
+            host_ip: &self.config.node_ip,
+            allocatable: self.config.allocatable,
+        };
+        make_mounts(container, &volumes, || {
+            make_environment(pod, container, &env_ctx)
+        })
+    }
+
     /// Pulls the image if needed, then creates and starts one container in sandbox
     /// `sandbox_id` with its termination message file mounted, and runs its postStart
     /// hook; a failed hook kills the container (`PostStartHookError`). Its restart count
@@ -175,6 +200,9 @@ impl KubeGenericRuntimeManager {
         let restart_count = status
             .find_container_status_by_name(&container.name)
             .map_or(0, |c| c.restart_count + 1);
+        let mounts = self
+            .volume_mounts(pod, container, pod_ips)
+            .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
         let uid = pod.metadata.uid.as_deref().unwrap_or("");
         let termination_mount = termination_message_mount(&self.config.pod_dirs, uid, container)
             .map_err(|e| {
@@ -188,7 +216,7 @@ impl KubeGenericRuntimeManager {
             host_ip: &self.config.node_ip,
             memory_capacity: self.config.memory_capacity,
             allocatable: self.config.allocatable,
-            mounts: termination_mount.into_iter().collect(),
+            mounts: mounts.into_iter().chain(termination_mount).collect(),
         };
         let config = generate_container_config(pod, container, restart_count, &image_ref, &ctx)
             .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;

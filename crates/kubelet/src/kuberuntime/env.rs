@@ -260,6 +260,12 @@ fn ceil_div(a: i64, b: i64) -> i64 {
 /// Expands `$(VAR)` references in `input` using `vars`: `$$` is a literal `$`, an
 /// undefined `$(VAR)` and anything not of that form are left as written.
 pub fn expand(input: &str, vars: &HashMap<&str, &str>) -> String {
+    expand_with(input, |name| vars.get(name).map(|v| (*v).to_owned()))
+}
+
+/// [`expand`] with the value of each referenced name from `mapping` (`None`: undefined,
+/// left as written); `mapping` sees every reference, so callers can note missing names.
+pub fn expand_with(input: &str, mut mapping: impl FnMut(&str) -> Option<String>) -> String {
     let bytes = input.as_bytes();
     let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
     let mut checkpoint = 0;
@@ -276,7 +282,7 @@ pub fn expand(input: &str, vars: &HashMap<&str, &str>) -> String {
                 b'(' => match rest.iter().position(|b| *b == b')') {
                     Some(end) => {
                         let name = String::from_utf8_lossy(&rest[1..end]);
-                        match vars.get(name.as_ref()) {
+                        match mapping(name.as_ref()) {
                             Some(value) => out.extend_from_slice(value.as_bytes()),
                             None => {
                                 out.push(b'$');

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cri::Cri;
 use crate::pod_dirs::PodDirs;
+use crate::volume::VolumeManager;
 use backoff::Backoff;
 use env::NodeAllocatable;
 use image::ImageManager;
@@ -57,6 +58,8 @@ pub struct KubeGenericRuntimeManager {
     config: RuntimeManagerConfig,
     image_manager: ImageManager,
     crash_backoff: Mutex<Backoff>,
+    /// Where the pods' set-up volumes are; without one, no volume can be mounted.
+    volume_manager: Option<Arc<VolumeManager>>,
 }
 
 impl KubeGenericRuntimeManager {
@@ -67,7 +70,14 @@ impl KubeGenericRuntimeManager {
             config,
             image_manager: ImageManager::default(),
             crash_backoff: Mutex::new(Backoff::default()),
+            volume_manager: None,
         }
+    }
+
+    /// This manager, mounting the volumes that `volume_manager` set up into containers.
+    pub fn with_volume_manager(mut self, volume_manager: Arc<VolumeManager>) -> Self {
+        self.volume_manager = Some(volume_manager);
+        self
     }
 
     /// The pod's sandboxes and containers as the runtime reports them.

@@ -314,15 +314,19 @@ impl Node {
     }
 
     /// Everything the node's pods left behind, one human-readable line each: mounts
-    /// under [`Node::dir`], host-local IP reservations, veths on the bridge, processes
-    /// whose command line mentions the directory (other than the kubelet and containerd), iptables
-    /// rules of the CNI network, and `pod<uid>` cgroups of pods this node ran.
+    /// under [`Node::dir`] (except the kubelet root's own rshared bind mount, which the
+    /// kubelet keeps as upstream's does), host-local IP reservations, veths on the bridge,
+    /// processes whose command line mentions the directory (other than the kubelet and
+    /// containerd), iptables rules of the CNI network, and `pod<uid>` cgroups of pods this
+    /// node ran.
     /// Empty means clean.
     pub fn leftovers(&self) -> Vec<String> {
         let mut found = Vec::new();
+        let kubelet_root = self.dir.join("kubelet");
         found.extend(
             leftovers::mounts_under(&self.dir)
                 .into_iter()
+                .filter(|m| Path::new(m) != kubelet_root)
                 .map(|m| format!("mount {m}")),
         );
         found.extend(leftovers::ip_reservations(&self.dir.join("ipam")));

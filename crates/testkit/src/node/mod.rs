@@ -23,6 +23,8 @@ const POLL: Duration = Duration::from_millis(200);
 const STOP_GRACE: Duration = Duration::from_secs(10);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 const LOG_TAIL_LINES: usize = 80;
+/// Hard eviction thresholds of test kubelets (see [`NodeOptions::extra_args`]).
+const TEST_EVICTION_HARD: &str = "memory.available<1Mi,nodefs.available<1%,imagefs.available<1%";
 
 /// Which CRI runtime the kubelet drives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +46,9 @@ pub enum NodeRuntime {
 pub struct NodeOptions {
     /// The `skiff` binary (in tests: `env!("CARGO_BIN_EXE_skiff")`).
     pub skiff_bin: PathBuf,
-    /// Flags appended after the ones [`Node`] sets.
+    /// Flags appended after the ones [`Node`] sets. Without `--eviction-hard` or
+    /// `--config` among them, the kubelet gets thresholds of 1% disk and 1 MiB memory, so
+    /// that a nearly full CI disk does not evict test pods.
     pub extra_args: Vec<String>,
     /// The runtime under the kubelet.
     pub runtime: NodeRuntime,
@@ -432,6 +436,16 @@ impl Node {
                     .arg("--pod-cidr")
                     .arg(&self.pod_cidr);
             }
+        }
+        // The host's disk fill level must not evict test pods: unless the test sets its own
+        // thresholds, only an almost full disk or memory counts as pressure.
+        if !self
+            .opts
+            .extra_args
+            .iter()
+            .any(|a| a.starts_with("--eviction-hard") || a == "--config")
+        {
+            cmd.arg(format!("--eviction-hard={TEST_EVICTION_HARD}"));
         }
         cmd.args(&self.opts.extra_args)
             .env("RUST_LOG", "info")

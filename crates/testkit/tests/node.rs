@@ -18,7 +18,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --root-dir) root="$2" ;;
     --read-only-port) port="$2" ;;
-    --pod-manifest-path|--runtime-root|--runtime-state|--hostname-override|--cni-conf-dir|--pod-cidr|--file-check-frequency) ;;
+    --eviction-hard=*) shift; continue ;;
+    --pod-manifest-path|--runtime-root|--runtime-state|--hostname-override|--cni-conf-dir|--pod-cidr|--file-check-frequency|--port|--cgroup-root) ;;
     *) echo "unexpected flag $1"; exit 2 ;;
   esac
   shift 2

@@ -28,6 +28,9 @@ pub mod status;
 pub mod syncloop;
 pub mod volume;
 
+#[cfg(test)]
+mod test_pods;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};

@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Cluster, container_status, find_pod, init_container_status, pod_condition, pod_phase, timestamp,
+    Cluster, container_status, find_pod, init_container_status, pod_condition, pod_phase,
+    single_container_pod, timestamp,
 };
 use serde_json::Value;
 
@@ -67,20 +68,6 @@ spec:
     image: {image}
     command: ["sh", "-c", "trap 'sleep 2; exit 0' TERM; while true; do sleep 1; done"]
 "#
-    )
-}
-
-fn single_container_pod(name: &str, image: &str, extra_spec: &str, container: &str) -> String {
-    format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  terminationGracePeriodSeconds: 1
-{extra_spec}  containers:
-  - name: main
-    image: {image}
-{container}"#
     )
 }
 

@@ -9,27 +9,22 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Cluster, Runtime, container_status, find_pod, pod_phase};
+use common::{Cluster, Runtime, container_status, find_pod, pod_phase, single_container_pod};
 use serde_json::Value;
 
 const CGROUP_FS: &str = "/sys/fs/cgroup";
 /// Size of the tmpfs under the kubelet root directory.
 const NODEFS_MIB: u64 = 64;
 
+/// A static pod `name` whose container `main` runs `script` with `resources` (YAML flow).
 fn pod_manifest(name: &str, image: &str, script: &str, resources: &str, restart: &str) -> String {
-    format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  terminationGracePeriodSeconds: 1
-  restartPolicy: {restart}
-  containers:
-  - name: {name}
-    image: {image}
-    command: ["sh", "-c", "{script}"]
-    resources: {resources}
-"#
+    let container =
+        format!("    command: [\"sh\", \"-c\", \"{script}\"]\n    resources: {resources}\n");
+    single_container_pod(
+        name,
+        image,
+        &format!("  restartPolicy: {restart}\n"),
+        &container,
     )
 }
 
@@ -280,7 +275,7 @@ fn pod_cgroups_eviction_and_container_gc() {
         .unwrap_or_default();
     assert_eq!(disruption["reason"], "TerminationByKubelet", "{evicted}");
     assert!(
-        container_status(&evicted, "be")["state"]["terminated"].is_object(),
+        container_status(&evicted, "main")["state"]["terminated"].is_object(),
         "{evicted}"
     );
     let guar_now = find_pod(&pods, &guar_name).cloned().unwrap_or_default();
@@ -297,7 +292,7 @@ fn pod_cgroups_eviction_and_container_gc() {
     let crash_name = cluster.static_name("crash");
     let crash = cluster.wait_for("crash restarted twice", Duration::from_secs(60), |pods| {
         find_pod(pods, &crash_name)
-            .is_some_and(|p| container_status(p, "crash")["restartCount"].as_i64() >= Some(2))
+            .is_some_and(|p| container_status(p, "main")["restartCount"].as_i64() >= Some(2))
     });
     let crash_uid = find_pod(&crash, &crash_name).map(uid).unwrap_or_default();
     let socket = cluster.node.dir().join("st/skiff.sock");

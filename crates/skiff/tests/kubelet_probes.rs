@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, container_status, find_pod, pod_phase};
+use common::{Cluster, container_status, find_pod, pod_phase, single_container_pod};
 use serde_json::Value;
 
 /// The status (`True`/`False`) of the pod condition `type_`.
@@ -30,19 +30,10 @@ fn restarts(pod: &Value, container: &str) -> i64 {
 /// A one-container static pod `name` running `command`, with `probes` (YAML lines at the
 /// container's indentation).
 fn probed_pod(name: &str, image: &str, command: &str, probes: &str) -> String {
-    format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: {image}
-    command: ["sh", "-c", "{command}"]
-    ports: [{{name: http, containerPort: 8080}}]
-{probes}"#
-    )
+    let container = format!(
+        "    command: [\"sh\", \"-c\", \"{command}\"]\n    ports: [{{name: http, containerPort: 8080}}]\n{probes}"
+    );
+    single_container_pod(name, image, "", &container)
 }
 
 const HTTPD: &str = "mkdir -p /srv && echo ok > /srv/index.html && exec httpd -f -p 8080 -h /srv";

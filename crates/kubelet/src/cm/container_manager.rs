@@ -337,38 +337,17 @@ fn qos_shares(pods: &[Arc<Pod>]) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use crate::test_pods::{self, Pairs};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use std::path::Path;
 
-    fn pod(uid: &str, requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Arc<Pod> {
-        let list = |pairs: &[(&str, &str)]| {
-            Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
-                    .collect(),
-            )
-        };
+    fn pod(uid: &str, requests: Pairs<'_>, limits: Pairs<'_>) -> Arc<Pod> {
         Arc::new(Pod {
             metadata: ObjectMeta {
                 uid: Some(uid.into()),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "c".into(),
-                    resources: Some(ResourceRequirements {
-                        requests: list(requests),
-                        limits: list(limits),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: None,
+            ..test_pods::pod(vec![test_pods::container("c", requests, limits)])
         })
     }
 

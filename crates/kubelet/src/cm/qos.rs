@@ -127,40 +127,16 @@ pub fn container_oom_score_adj(pod: &Pod, container: &Container, memory_capacity
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::PodSpec;
-
-    fn res(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
-        (!pairs.is_empty()).then(|| {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
-                .collect()
-        })
-    }
-
-    type Pairs<'a> = &'a [(&'a str, &'a str)];
+    use crate::test_pods::{self, Pairs, resource_list as res};
 
     fn pod(containers: &[(Pairs<'_>, Pairs<'_>)]) -> Pod {
-        let containers = containers
-            .iter()
-            .enumerate()
-            .map(|(i, (req, lim))| Container {
-                name: format!("c{i}"),
-                resources: Some(ResourceRequirements {
-                    requests: res(req),
-                    limits: res(lim),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .collect();
-        Pod {
-            spec: Some(PodSpec {
-                containers,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        test_pods::pod(
+            containers
+                .iter()
+                .enumerate()
+                .map(|(i, (req, lim))| test_pods::container(&format!("c{i}"), req, lim))
+                .collect(),
+        )
     }
 
     #[test]

@@ -220,30 +220,8 @@ pub fn resource_config_for_pod(pod: &Pod, pod_pids_limit: i64) -> ResourceConfig
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
-
-    fn list(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
-        (!pairs.is_empty()).then(|| {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
-                .collect()
-        })
-    }
-
-    type Pairs<'a> = &'a [(&'a str, &'a str)];
-
-    fn container(name: &str, req: Pairs<'_>, lim: Pairs<'_>) -> Container {
-        Container {
-            name: name.into(),
-            resources: Some(ResourceRequirements {
-                requests: list(req),
-                limits: list(lim),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
+    use crate::test_pods::container;
+    use k8s_openapi::api::core::v1::PodSpec;
 
     fn pod(containers: Vec<Container>, init: Vec<Container>) -> Pod {
         Pod {

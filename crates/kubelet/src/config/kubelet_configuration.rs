@@ -570,7 +570,7 @@ pub fn validate(c: &KubeletConfig) -> Result<(), String> {
     for (signal, threshold) in &c.eviction_hard {
         if !EVICTION_SIGNALS.contains(&signal.as_str()) {
             errors.push(format!("evictionHard[{signal}]: unknown eviction signal"));
-        } else if let Err(e) = check_threshold(threshold) {
+        } else if let Err(e) = crate::eviction::threshold::parse_value(threshold) {
             errors.push(format!("evictionHard[{signal}]: {e}"));
         }
     }
@@ -583,21 +583,6 @@ pub fn validate(c: &KubeletConfig) -> Result<(), String> {
 
 fn is_non_negative_quantity(amount: &str) -> bool {
     quantity::parse(&Quantity(amount.to_owned())).is_some_and(|v| v >= 0.0)
-}
-
-/// An eviction threshold is a non-negative quantity or a percentage in [0%, 100%].
-fn check_threshold(threshold: &str) -> Result<(), String> {
-    match threshold.strip_suffix('%') {
-        Some(percent) => match percent.trim().parse::<f64>() {
-            Ok(p) if (0.0..=100.0).contains(&p) => Ok(()),
-            Ok(_) => Err(format!(
-                "percentage {threshold:?} must be between 0% and 100%"
-            )),
-            Err(_) => Err(format!("invalid percentage {threshold:?}")),
-        },
-        None if is_non_negative_quantity(threshold) => Ok(()),
-        None => Err(format!("invalid quantity {threshold:?}")),
-    }
 }
 
 #[cfg(test)]
@@ -881,9 +866,11 @@ enforceNodeAllocatable: [pods, none]
         assert_eq!(m["memory"], "500Mi");
         assert!(parse_map_string_string("").is_ok_and(|m| m.is_empty()));
         assert!(parse_map_string_string("cpu").is_err());
-        let t = parse_eviction_thresholds("memory.available<100Mi,nodefs.available<10%")
+        let t = parse_eviction_thresholds("memory.available<100Mi, nodefs.available<10%")
             .unwrap_or_default();
+        assert_eq!(t["memory.available"], "100Mi");
         assert_eq!(t["nodefs.available"], "10%");
+        assert!(parse_eviction_thresholds("").is_ok_and(|t| t.is_empty()));
         assert!(parse_eviction_thresholds("memory.available=1Gi").is_err());
         let h = parse_url_headers(&["a:hello,b:again".into(), "b:beautiful".into()])
             .unwrap_or_default();

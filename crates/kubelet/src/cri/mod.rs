@@ -128,3 +128,18 @@ macro_rules! define_cri_trait {
     };
 }
 cri_calls!(define_cri_trait);
+
+/// Every pod sandbox and every container the runtime has (unfiltered ListPodSandbox,
+/// then ListContainers): the runtime-side view PLEG relists, stats and `/runningpods/`
+/// start from. Errors with the first call's failure.
+pub async fn list_all(cri: &dyn Cri) -> Result<(Vec<PodSandbox>, Vec<Container>), Status> {
+    let sandboxes = cri
+        .list_pod_sandbox(ListPodSandboxRequest::default())
+        .await?
+        .items;
+    let containers = cri
+        .list_containers(ListContainersRequest::default())
+        .await?
+        .containers;
+    Ok((sandboxes, containers))
+}

@@ -194,45 +194,20 @@ pub fn eviction_message(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use crate::test_pods::{self, Pairs};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    fn pod(
-        uid: &str,
-        requests: &[(&str, &str)],
-        limits: &[(&str, &str)],
-        priority: i32,
-    ) -> Arc<Pod> {
-        let list = |pairs: &[(&str, &str)]| {
-            Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
-                    .collect(),
-            )
+    fn pod(uid: &str, requests: Pairs<'_>, limits: Pairs<'_>, priority: i32) -> Arc<Pod> {
+        let mut pod = test_pods::pod(vec![test_pods::container("c", requests, limits)]);
+        pod.metadata = ObjectMeta {
+            uid: Some(uid.into()),
+            name: Some(uid.into()),
+            ..Default::default()
         };
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                uid: Some(uid.into()),
-                name: Some(uid.into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                priority: Some(priority),
-                containers: vec![Container {
-                    name: "c".into(),
-                    resources: Some(ResourceRequirements {
-                        requests: list(requests),
-                        limits: list(limits),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: None,
-        })
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.priority = Some(priority);
+        }
+        Arc::new(pod)
     }
 
     fn usage(memory: u64, rootfs: u64, logs: u64) -> PodUsage {

@@ -151,24 +151,9 @@ pub fn parse_thresholds(
     Ok(out)
 }
 
-/// Parses the `--eviction-hard` flag form, `signal<value` pairs separated by commas
-/// (`memory.available<100Mi,nodefs.available<10%`), into the `evictionHard` map.
-///
-/// Errors name a pair without `<`.
-pub fn parse_eviction_flag(flag: &str) -> anyhow::Result<BTreeMap<String, String>> {
-    flag.split(',')
-        .map(str::trim)
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (signal, value) = pair.split_once('<').ok_or_else(|| {
-                anyhow::anyhow!("eviction threshold {pair:?}: expected <signal><<quantity>")
-            })?;
-            Ok((signal.trim().to_owned(), value.trim().to_owned()))
-        })
-        .collect()
-}
-
-fn parse_value(value: &str) -> Result<ThresholdValue, String> {
+/// Parses one threshold value: a non-negative quantity (`100Mi`) or a percentage in
+/// [0%, 100%] (`10%`, kept as a fraction). Errors say what is wrong with `value`.
+pub(crate) fn parse_value(value: &str) -> Result<ThresholdValue, String> {
     let value = value.trim();
     if let Some(percent) = value.strip_suffix('%') {
         let p: f64 = percent
@@ -176,7 +161,7 @@ fn parse_value(value: &str) -> Result<ThresholdValue, String> {
             .parse()
             .map_err(|_| format!("invalid percentage {value:?}"))?;
         if !(0.0..=100.0).contains(&p) {
-            return Err(format!("percentage {value:?} is not between 0% and 100%"));
+            return Err(format!("percentage {value:?} must be between 0% and 100%"));
         }
         return Ok(ThresholdValue::Percentage(p / 100.0));
     }
@@ -231,17 +216,6 @@ mod tests {
         assert!(t[2].is_met(99, 1000));
         assert!(!t[2].is_met(100, 1000));
         assert_eq!(t[3].value, ThresholdValue::Percentage(0.05));
-    }
-
-    #[test]
-    fn parses_the_flag_form() {
-        let map = parse_eviction_flag("memory.available<100Mi, nodefs.available<10%").unwrap();
-        assert_eq!(
-            map,
-            config(&[("memory.available", "100Mi"), ("nodefs.available", "10%")])
-        );
-        assert!(parse_eviction_flag("memory.available=1Gi").is_err());
-        assert!(parse_eviction_flag("").unwrap().is_empty());
     }
 
     #[test]

@@ -148,6 +148,17 @@ mod tests {
     use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+    /// The sandbox config of `pod` with logs under `/var/log/pods` and no resolv.conf.
+    fn sandbox_config(pod: &Pod, attempt: u32) -> PodSandboxConfig {
+        generate_pod_sandbox_config(
+            pod,
+            attempt,
+            Path::new("/var/log/pods"),
+            Path::new("/"),
+            Path::new("/nonexistent"),
+        )
+    }
+
     #[test]
     fn sandbox_config_follows_upstream() {
         let pod = Pod {
@@ -179,13 +190,7 @@ mod tests {
             }),
             status: None,
         };
-        let c = generate_pod_sandbox_config(
-            &pod,
-            2,
-            Path::new("/var/log/pods"),
-            Path::new("/"),
-            Path::new("/nonexistent"),
-        );
+        let c = sandbox_config(&pod, 2);
         let meta = c.metadata.clone().unwrap_or_default();
         assert_eq!(
             (
@@ -232,13 +237,7 @@ mod tests {
             }),
             status: None,
         };
-        let c = generate_pod_sandbox_config(
-            &pod,
-            0,
-            Path::new("/var/log/pods"),
-            Path::new("/"),
-            Path::new("/nonexistent"),
-        );
+        let c = sandbox_config(&pod, 0);
         assert_eq!(c.hostname, "");
     }
 }

@@ -32,6 +32,15 @@ fn manager(cri: &Arc<FakeCri>, logs: &std::path::Path) -> KubeGenericRuntimeMana
     )
 }
 
+/// A fake runtime, a temporary directory (pod logs, and `root/` for pod directories) and a
+/// runtime manager using both.
+fn setup() -> (Arc<FakeCri>, tempfile::TempDir, KubeGenericRuntimeManager) {
+    let cri = Arc::new(FakeCri::default());
+    let logs = tempfile::tempdir().unwrap();
+    let m = manager(&cri, logs.path());
+    (cri, logs, m)
+}
+
 fn pod(image: &str, policy: &str) -> Pod {
     let mut pod = Pod {
         metadata: ObjectMeta {
@@ -57,9 +66,7 @@ fn pod(image: &str, policy: &str) -> Pod {
 
 #[tokio::test]
 async fn sync_creates_sandbox_and_container_once() {
-    let cri = Arc::new(FakeCri::default());
-    let logs = tempfile::tempdir().unwrap();
-    let m = manager(&cri, logs.path());
+    let (cri, logs, m) = setup();
     let p = pod("busybox", "Always");
     let status = m.get_pod_status("uid1").await.unwrap();
     let result = m.sync_pod(&p, &status, &ResultsManagers::default()).await;
@@ -93,9 +100,7 @@ async fn sync_creates_sandbox_and_container_once() {
 
 #[tokio::test]
 async fn crashed_container_restarts_with_backoff_and_counts_restarts() {
-    let cri = Arc::new(FakeCri::default());
-    let logs = tempfile::tempdir().unwrap();
-    let m = manager(&cri, logs.path());
+    let (cri, _logs, m) = setup();
     let p = pod("busybox:1.36", "Always");
     let no_probes = ResultsManagers::default();
     m.sync_pod(&p, &m.get_pod_status("uid1").await.unwrap(), &no_probes)
@@ -187,9 +192,7 @@ fn crash_backoff_doubles_with_an_injected_clock() {
 
 #[tokio::test]
 async fn pull_failure_then_backoff_and_invalid_names() {
-    let cri = Arc::new(FakeCri::default());
-    let logs = tempfile::tempdir().unwrap();
-    let m = manager(&cri, logs.path());
+    let (cri, _logs, m) = setup();
     cri.fail_pulls_of("127.0.0.1:1/none:latest");
     let p = pod("127.0.0.1:1/none", "Always");
     let reason =
@@ -231,9 +234,7 @@ async fn pull_failure_then_backoff_and_invalid_names() {
 
 #[tokio::test]
 async fn if_not_present_skips_pull_when_present() {
-    let cri = Arc::new(FakeCri::default());
-    let logs = tempfile::tempdir().unwrap();
-    let m = manager(&cri, logs.path());
+    let (cri, _logs, m) = setup();
     let p = pod("busybox:1.36", "Always");
     m.sync_pod(
         &p,
@@ -260,9 +261,7 @@ async fn if_not_present_skips_pull_when_present() {
 
 #[tokio::test]
 async fn kill_and_remove_pod_cleans_everything() {
-    let cri = Arc::new(FakeCri::default());
-    let logs = tempfile::tempdir().unwrap();
-    let m = manager(&cri, logs.path());
+    let (cri, logs, m) = setup();
     let p = pod("busybox", "Always");
     m.sync_pod(
         &p,
@@ -292,9 +291,7 @@ async fn kill_and_remove_pod_cleans_everything() {
 
 #[tokio::test]
 async fn never_pod_that_completed_is_not_restarted() {
-    let cri = Arc::new(FakeCri::default());
-    let logs = tempfile::tempdir().unwrap();
-    let m = manager(&cri, logs.path());
+    let (cri, _logs, m) = setup();
     let p = pod("busybox", "Never");
     m.sync_pod(
         &p,
@@ -354,9 +351,7 @@ fn sleep_handler(seconds: i64) -> LifecycleHandler {
 
 #[tokio::test]
 async fn pre_stop_time_counts_against_the_grace_period() {
-    let cri = Arc::new(FakeCri::default());
-    let logs = tempfile::tempdir().unwrap();
-    let m = manager(&cri, logs.path());
+    let (cri, logs, m) = setup();
     let p = pod_with_hooks(sleep_handler(0), sleep_handler(1));
     let result = m
         .sync_pod(
@@ -395,9 +390,7 @@ async fn pre_stop_time_counts_against_the_grace_period() {
 
 #[tokio::test]
 async fn failed_post_start_hook_kills_the_container() {
-    let cri = Arc::new(FakeCri::default());
-    let logs = tempfile::tempdir().unwrap();
-    let m = manager(&cri, logs.path());
+    let (cri, _logs, m) = setup();
     // The fake runtime has no ExecSync: the exec hook fails.
     let exec = LifecycleHandler {
         exec: Some(ExecAction {

@@ -5,10 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use k8s_cri::v1::{
-    ContainerEventResponse, ContainerEventType, ContainerState, ListContainersRequest,
-    ListPodSandboxRequest, PodSandboxState,
-};
+use k8s_cri::v1::{ContainerEventResponse, ContainerEventType, ContainerState, PodSandboxState};
 
 use super::{PodLifecycleEvent, PodLifecycleEventType};
 use crate::cri::Cri;
@@ -60,16 +57,7 @@ impl GenericPleg {
 
     /// Lists sandboxes and containers, compares with the previous relist and returns the events.
     pub async fn relist(&mut self) -> Result<Vec<PodLifecycleEvent>, tonic::Status> {
-        let sandboxes = self
-            .cri
-            .list_pod_sandbox(ListPodSandboxRequest::default())
-            .await?
-            .items;
-        let containers = self
-            .cri
-            .list_containers(ListContainersRequest::default())
-            .await?
-            .containers;
+        let (sandboxes, containers) = crate::cri::list_all(&*self.cri).await?;
         let mut current: HashMap<String, HashMap<String, PlegState>> = HashMap::new();
         let mut pods = HashMap::new();
         for s in sandboxes {

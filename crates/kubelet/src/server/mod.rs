@@ -28,7 +28,7 @@ use axum::routing::{any, get};
 use axum::{Json, Router};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use k8s_cri::v1::{ContainerState, ListContainersRequest, ListPodSandboxRequest, PodSandboxState};
+use k8s_cri::v1::{ContainerState, PodSandboxState};
 use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -158,17 +158,9 @@ async fn pods(State(state): State<ServerState>) -> Json<List<Pod>> {
 /// container), as upstream's `podToAPIPod`: name, namespace, UID and each running
 /// container's name and image.
 async fn running_pods(State(state): State<ServerState>) -> Response {
-    let sandboxes = state
-        .cri
-        .list_pod_sandbox(ListPodSandboxRequest::default())
-        .await;
-    let containers = state
-        .cri
-        .list_containers(ListContainersRequest::default())
-        .await;
-    let (sandboxes, containers) = match (sandboxes, containers) {
-        (Ok(s), Ok(c)) => (s.items, c.containers),
-        (Err(e), _) | (_, Err(e)) => {
+    let (sandboxes, containers) = match crate::cri::list_all(&*state.cri).await {
+        Ok(lists) => lists,
+        Err(e) => {
             return (StatusCode::INTERNAL_SERVER_ERROR, e.message().to_owned()).into_response();
         }
     };

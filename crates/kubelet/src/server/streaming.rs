@@ -4,6 +4,8 @@
 //! then splices the two upgraded connections. The proxy does not look inside the
 //! stream, so SPDY/3.1 and WebSocket clients (kubectl's protocols) both work.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
@@ -14,6 +16,7 @@ use tokio::net::TcpStream;
 
 use super::ServerState;
 use super::lookup::{FoundPod, HttpError, find_pod, parse_bool};
+use crate::cri::Cri;
 
 /// Stream flags and command of an exec or attach request (upstream
 /// `remotecommand.NewOptions`).
@@ -71,27 +74,23 @@ pub async fn exec(
     Path((namespace, pod, container)): Path<(String, String, String)>,
     req: Request,
 ) -> Response {
-    let uri = req.uri().clone();
-    let url = async {
-        let opts = stream_options(&uri)?;
-        let pod = pod_or_404(&state, &namespace, &pod)?;
-        let container_id = pod.running_container_id(&container)?;
-        let resp = state
-            .cri
-            .exec(ExecRequest {
+    proxy_container_stream(
+        &state,
+        (&namespace, &pod, &container),
+        req,
+        |cri, container_id, opts| async move {
+            let req = ExecRequest {
                 container_id,
                 cmd: opts.command,
                 tty: opts.tty,
                 stdin: opts.stdin,
                 stdout: opts.stdout,
                 stderr: opts.stderr,
-            })
-            .await
-            .map_err(runtime_error)?;
-        Ok::<_, HttpError>(resp.url)
-    }
-    .await;
-    proxy_or_error(url, req).await
+            };
+            cri.exec(req).await.map(|resp| resp.url)
+        },
+    )
+    .await
 }
 
 /// `/attach/{namespace}/{pod}/{container}?stdin&stdout&stderr&tty`.
@@ -100,23 +99,44 @@ pub async fn attach(
     Path((namespace, pod, container)): Path<(String, String, String)>,
     req: Request,
 ) -> Response {
-    let uri = req.uri().clone();
-    let url = async {
-        let opts = stream_options(&uri)?;
-        let pod = pod_or_404(&state, &namespace, &pod)?;
-        let container_id = pod.running_container_id(&container)?;
-        let resp = state
-            .cri
-            .attach(AttachRequest {
+    proxy_container_stream(
+        &state,
+        (&namespace, &pod, &container),
+        req,
+        |cri, container_id, opts| async move {
+            let req = AttachRequest {
                 container_id,
                 tty: opts.tty,
                 stdin: opts.stdin,
                 stdout: opts.stdout,
                 stderr: opts.stderr,
-            })
+            };
+            cri.attach(req).await.map(|resp| resp.url)
+        },
+    )
+    .await
+}
+
+/// The body shared by exec and attach: reads the stream options from the query, finds
+/// the running container `(namespace, pod, container)`, asks the runtime for a streaming
+/// URL with `start(cri, container_id, options)` and proxies `req` to it.
+async fn proxy_container_stream<F, Fut>(
+    state: &ServerState,
+    (namespace, pod, container): (&str, &str, &str),
+    req: Request,
+    start: F,
+) -> Response
+where
+    F: FnOnce(Arc<dyn Cri>, String, StreamOptions) -> Fut,
+    Fut: Future<Output = Result<String, tonic::Status>>,
+{
+    let uri = req.uri().clone();
+    let url = async {
+        let opts = stream_options(&uri)?;
+        let container_id = pod_or_404(state, namespace, pod)?.running_container_id(container)?;
+        start(state.cri.clone(), container_id, opts)
             .await
-            .map_err(runtime_error)?;
-        Ok::<_, HttpError>(resp.url)
+            .map_err(runtime_error)
     }
     .await;
     proxy_or_error(url, req).await

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_cri::v1::{
     ContainerState, ContainerStats as CriContainerStats, CpuUsage, ImageFsInfoRequest,
-    ListContainerStatsRequest, ListContainersRequest, ListPodSandboxRequest,
-    ListPodSandboxStatsRequest, MemoryUsage, NetworkUsage, PodSandboxStats,
+    ListContainerStatsRequest, ListPodSandboxStatsRequest, MemoryUsage, NetworkUsage,
+    PodSandboxStats,
 };
 
 use crate::cri::Cri;
@@ -193,16 +193,7 @@ impl SummaryProvider {
         time: &str,
         imagefs: &FsStats,
     ) -> Result<Vec<PodStats>, tonic::Status> {
-        let sandboxes = self
-            .cri
-            .list_pod_sandbox(ListPodSandboxRequest::default())
-            .await?
-            .items;
-        let containers = self
-            .cri
-            .list_containers(ListContainersRequest::default())
-            .await?
-            .containers;
+        let (sandboxes, containers) = crate::cri::list_all(&*self.cri).await?;
         let by_sandbox: HashMap<String, PodSandboxStats> = match self
             .cri
             .list_pod_sandbox_stats(ListPodSandboxStatsRequest::default())

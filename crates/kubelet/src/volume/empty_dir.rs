@@ -121,27 +121,19 @@ impl VolumePlugin for EmptyDirPlugin {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+    use crate::test_pods;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     fn pod_with_limits(limits: &[Option<&str>]) -> Pod {
-        let containers = limits
-            .iter()
-            .map(|l| Container {
-                resources: Some(ResourceRequirements {
-                    limits: l.map(|l| [("memory".to_owned(), Quantity(l.to_owned()))].into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .collect();
-        Pod {
-            spec: Some(PodSpec {
-                containers,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        test_pods::pod(
+            limits
+                .iter()
+                .map(|l| match l {
+                    Some(l) => test_pods::container("", &[], &[("memory", l)]),
+                    None => test_pods::container("", &[], &[]),
+                })
+                .collect(),
+        )
     }
 
     #[test]

@@ -224,6 +224,23 @@ pub fn timestamp(value: &Value) -> chrono::DateTime<chrono::FixedOffset> {
         .unwrap_or_else(|| panic!("not a timestamp: {value}"))
 }
 
+/// A static pod `name` (grace period 1 s) with one container `main` running `image`:
+/// `extra_spec` are YAML lines at the spec's indentation, `container` lines at the
+/// container's (both may be empty; each line ends with a newline).
+pub fn single_container_pod(name: &str, image: &str, extra_spec: &str, container: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  terminationGracePeriodSeconds: 1
+{extra_spec}  containers:
+  - name: main
+    image: {image}
+{container}"#
+    )
+}
+
 /// A long-running pod that prints `VERSION=<version>` first.
 pub fn sleep_pod(name: &str, image: &str, version: &str) -> String {
     format!(

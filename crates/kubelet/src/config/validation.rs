@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 
 /// Checks a defaulted pod; the error lists every problem as `field: message`, joined by `; `.
 pub fn validate_pod(pod: &Pod) -> Result<(), String> {
@@ -40,14 +40,27 @@ pub fn validate_pod(pod: &Pod) -> Result<(), String> {
             if spec.termination_grace_period_seconds.is_some_and(|g| g < 0) {
                 errors.push("spec.terminationGracePeriodSeconds: must be >= 0".to_owned());
             }
+            let volumes: HashSet<&str> = spec
+                .volumes
+                .iter()
+                .flatten()
+                .map(|v| v.name.as_str())
+                .collect();
             let mut names = HashSet::new();
-            for (i, c) in spec.containers.iter().enumerate() {
-                validate_container(&mut errors, &format!("spec.containers[{i}]"), c);
+            let init = spec.init_containers.iter().flatten();
+            let all = init
+                .enumerate()
+                .map(|(i, c)| (format!("spec.initContainers[{i}]"), c))
+                .chain(
+                    spec.containers
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| (format!("spec.containers[{i}]"), c)),
+                );
+            for (field, c) in all {
+                validate_container(&mut errors, &field, c, &volumes);
                 if !names.insert(c.name.as_str()) {
-                    errors.push(format!(
-                        "spec.containers[{i}].name: Duplicate value {:?}",
-                        c.name
-                    ));
+                    errors.push(format!("{field}.name: Duplicate value {:?}", c.name));
                 }
             }
         }
@@ -59,7 +72,12 @@ pub fn validate_pod(pod: &Pod) -> Result<(), String> {
     }
 }
 
-fn validate_container(errors: &mut Vec<String>, field: &str, c: &Container) {
+fn validate_container(
+    errors: &mut Vec<String>,
+    field: &str,
+    c: &Container,
+    volumes: &HashSet<&str>,
+) {
     if let Err(e) = dns1123_label(&c.name) {
         errors.push(format!("{field}.name: Invalid value {:?}: {e}", c.name));
     }
@@ -73,6 +91,14 @@ fn validate_container(errors: &mut Vec<String>, field: &str, c: &Container) {
         &["Always", "IfNotPresent", "Never"],
     );
     crate::prober::validation::validate_probes(errors, field, c);
+    for (j, mount) in c.volume_mounts.iter().flatten().enumerate() {
+        validate_volume_mount(
+            errors,
+            &format!("{field}.volumeMounts[{j}]"),
+            mount,
+            volumes,
+        );
+    }
     for (j, port) in c.ports.iter().flatten().enumerate() {
         let pf = format!("{field}.ports[{j}]");
         if !(1..=65535).contains(&port.container_port) {
@@ -87,6 +113,49 @@ fn validate_container(errors: &mut Vec<String>, field: &str, c: &Container) {
             port.protocol.as_deref(),
             &["TCP", "UDP", "SCTP"],
         );
+    }
+}
+
+/// Upstream `ValidateVolumeMounts`: the volume exists, the mount path is given, and a
+/// subPath is a relative path that does not climb out of the volume.
+fn validate_volume_mount(
+    errors: &mut Vec<String>,
+    field: &str,
+    mount: &VolumeMount,
+    volumes: &HashSet<&str>,
+) {
+    if !volumes.contains(mount.name.as_str()) {
+        errors.push(format!("{field}.name: Not found: {:?}", mount.name));
+    }
+    if mount.mount_path.is_empty() {
+        errors.push(format!("{field}.mountPath: Required value"));
+    }
+    let sub_path = mount.sub_path.as_deref().unwrap_or("");
+    if !sub_path.is_empty()
+        && mount
+            .sub_path_expr
+            .as_deref()
+            .is_some_and(|e| !e.is_empty())
+    {
+        errors.push(format!(
+            "{field}.subPathExpr: Invalid value {:?}: subPathExpr and subPath are mutually exclusive",
+            mount.sub_path_expr.as_deref().unwrap_or("")
+        ));
+    }
+    for (name, path) in [
+        ("subPath", sub_path),
+        ("subPathExpr", mount.sub_path_expr.as_deref().unwrap_or("")),
+    ] {
+        if path.starts_with('/') {
+            errors.push(format!(
+                "{field}.{name}: Invalid value {path:?}: must be a relative path"
+            ));
+        }
+        if path.split('/').any(|part| part == "..") {
+            errors.push(format!(
+                "{field}.{name}: Invalid value {path:?}: must not contain '..'"
+            ));
+        }
     }
 }
 
@@ -141,5 +210,37 @@ mod tests {
         assert!(dns1123_subdomain("web.node-1").is_ok());
         assert!(dns1123_subdomain("web..x").is_err());
         assert!(dns1123_subdomain("under_score").is_err());
+    }
+
+    #[test]
+    fn volume_mounts_must_name_a_volume_and_stay_inside_it() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {
+                "volumes": [{"name": "data", "emptyDir": {}}],
+                "initContainers": [{"name": "init", "image": "busybox",
+                    "volumeMounts": [{"name": "nope", "mountPath": "/x"}]}],
+                "containers": [{"name": "c", "image": "busybox", "volumeMounts": [
+                    {"name": "data", "mountPath": "/a", "subPath": "ok/dir"},
+                    {"name": "data", "mountPath": "/b", "subPath": "../../etc"},
+                    {"name": "data", "mountPath": "/c", "subPathExpr": "/abs"},
+                    {"name": "data", "mountPath": ""}
+                ]}]
+            }
+        }))
+        .unwrap();
+        let errors = validate_pod(&pod).unwrap_err();
+        for expected in [
+            r#"spec.initContainers[0].volumeMounts[0].name: Not found: "nope""#,
+            r#"spec.containers[0].volumeMounts[1].subPath: Invalid value "../../etc": must not contain '..'"#,
+            r#"spec.containers[0].volumeMounts[2].subPathExpr: Invalid value "/abs": must be a relative path"#,
+            "spec.containers[0].volumeMounts[3].mountPath: Required value",
+        ] {
+            assert!(
+                errors.contains(expected),
+                "{expected} missing from {errors}"
+            );
+        }
+        assert!(!errors.contains("volumeMounts[0].subPath"), "{errors}");
     }
 }

@@ -159,6 +159,33 @@ fn volumes_are_set_up_mounted_and_torn_down() {
     let cache = pod_dir.join("volumes/kubernetes.io~empty-dir/cache");
     assert!(cache.join("nested/dir/file").is_file());
     assert!(cache.join("by-pod").join(&vols).join("file").is_file());
+    // The Summary API reports the pod's volumes (not the hostPath one, as upstream).
+    let summary: serde_json::Value = serde_json::from_str(&common::http_get(
+        "127.0.0.1",
+        cluster.node.port(),
+        "/stats/summary",
+    ))
+    .expect("Summary JSON");
+    let volumes = summary["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["podRef"]["uid"] == uid.as_str())
+        .map(|p| p["volume"].clone())
+        .unwrap_or_default();
+    let volume = |name: &str| {
+        volumes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no volume {name} in {volumes}"))
+    };
+    assert!(volume("cache")["usedBytes"].as_u64() > Some(0), "{volumes}");
+    assert_eq!(volume("mem")["capacityBytes"], 16 << 20, "{volumes}");
+    assert!(volume("info")["inodesUsed"].as_u64() > Some(0), "{volumes}");
+    assert!(!volumes.to_string().contains("\"host\""), "{volumes}");
     let mem_dir = pod_dir.join("volumes/kubernetes.io~empty-dir/mem");
     let info_dir = pod_dir.join("volumes/kubernetes.io~downward-api/info");
     let mounts = host_mount_points();

@@ -23,6 +23,7 @@ use crate::cri::Cri;
 use crate::kuberuntime::labels::{
     CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
 };
+use crate::pod_dirs::PodDirs;
 use host::HostPaths;
 use summary::*;
 
@@ -187,6 +188,34 @@ impl SummaryProvider {
         }
     }
 
+    /// Usage of the pod's volumes set up under `<root>/pods/<uid>/volumes/<plugin>/<name>`
+    /// (emptyDir, downwardAPI, ...; hostPath volumes have none, as upstream's metrics
+    /// providers), each with the capacity of the filesystem holding it. Sorted by name.
+    fn volume_stats(&self, uid: &str, time: &str) -> Vec<VolumeStats> {
+        let plugins = PodDirs::new(&self.root_dir).pod_volumes_dir(uid);
+        let mut volumes: Vec<VolumeStats> = std::fs::read_dir(plugins)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .flat_map(|plugin| std::fs::read_dir(plugin.path()).into_iter().flatten())
+            .filter_map(Result::ok)
+            .filter_map(|volume| {
+                let dir = volume.path();
+                let (used_bytes, inodes_used) = host::disk_usage(&dir);
+                Some(VolumeStats {
+                    name: volume.file_name().into_string().ok()?,
+                    fs: FsStats {
+                        used_bytes: Some(used_bytes),
+                        inodes_used: Some(inodes_used),
+                        ..fs_capacity(&host::filesystem(&dir, time)?)
+                    },
+                })
+            })
+            .collect();
+        volumes.sort_by(|a, b| a.name.cmp(&b.name));
+        volumes
+    }
+
     /// Pods with a ready sandbox; `imagefs` gives the capacity of writable layers.
     async fn pod_stats(
         &self,
@@ -291,6 +320,7 @@ impl SummaryProvider {
             }
             let linux = by_sandbox.get(&sandbox.id).and_then(|s| s.linux.as_ref());
             let ephemeral = ephemeral_storage(&pod_containers, time, imagefs);
+            let volume = self.volume_stats(&pod_ref.uid, time);
             pods.push(PodStats {
                 pod_ref,
                 start_time: rfc3339_nanos(sandbox.created_at),
@@ -303,7 +333,7 @@ impl SummaryProvider {
                     .map(memory)
                     .or_else(|| sum_memory(&pod_containers, time)),
                 network: linux.and_then(|l| l.network.as_ref()).map(network),
-                volume: Vec::new(),
+                volume,
                 ephemeral_storage: Some(ephemeral),
                 process_stats: linux
                     .and_then(|l| l.process.as_ref())

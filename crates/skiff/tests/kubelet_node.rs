@@ -263,7 +263,7 @@ fn pod_cgroups_eviction_and_container_gc() {
         ),
         "{message}"
     );
-    assert!(message.contains("Container be was using "), "{message}");
+    assert!(message.contains("Container main was using "), "{message}");
     assert!(
         message.ends_with("has larger consumption of ephemeral-storage. "),
         "{message}"

@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -116,9 +116,18 @@ fn leftovers_are_reported_and_cleaned_on_drop() {
     std::fs::create_dir_all(&ipam).unwrap();
     std::fs::write(ipam.join("lock"), "").unwrap();
     std::fs::write(ipam.join("10.0.0.2"), "abc\neth0").unwrap();
-    // Like a shim: a process whose command line mentions the node directory.
+    // Like a shim: a process whose command line mentions the node directory. It sleeps in
+    // 1 s steps with its output detached, so that once it is killed no orphaned `sleep`
+    // lingers or holds the test's output pipe open.
     let stray = Command::new("/bin/busybox")
-        .args(["sh", "-c", "sleep 300; true", dir.to_str().unwrap()])
+        .args([
+            "sh",
+            "-c",
+            "while :; do sleep 1; done",
+            dir.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
 

@@ -34,6 +34,12 @@ fn manager(cri: &Arc<FakeCri>, logs: &std::path::Path) -> KubeGenericRuntimeMana
 
 /// A fake runtime, a temporary directory (pod logs, and `root/` for pod directories) and a
 /// runtime manager using both.
+/// One SyncPod of `pod` (UID `uid1`) against the runtime's current status, without probes.
+async fn sync(m: &KubeGenericRuntimeManager, pod: &Pod) -> super::sync_result::PodSyncResult {
+    let status = m.get_pod_status("uid1").await.unwrap();
+    m.sync_pod(pod, &status, &ResultsManagers::default()).await
+}
+
 fn setup() -> (Arc<FakeCri>, tempfile::TempDir, KubeGenericRuntimeManager) {
     let cri = Arc::new(FakeCri::default());
     let logs = tempfile::tempdir().unwrap();
@@ -197,21 +203,9 @@ async fn pull_failure_then_backoff_and_invalid_names() {
     let p = pod("127.0.0.1:1/none", "Always");
     let reason =
         |r: &super::sync_result::PodSyncResult| r.start_results[0].1.clone().map(|e| e.reason);
-    let r = m
-        .sync_pod(
-            &p,
-            &m.get_pod_status("uid1").await.unwrap(),
-            &ResultsManagers::default(),
-        )
-        .await;
+    let r = sync(&m, &p).await;
     assert_eq!(reason(&r), Some(ERR_IMAGE_PULL));
-    let r = m
-        .sync_pod(
-            &p,
-            &m.get_pod_status("uid1").await.unwrap(),
-            &ResultsManagers::default(),
-        )
-        .await;
+    let r = sync(&m, &p).await;
     assert_eq!(reason(&r), Some(IMAGE_PULL_BACK_OFF));
     assert_eq!(
         cri.calls()
@@ -222,13 +216,7 @@ async fn pull_failure_then_backoff_and_invalid_names() {
     );
 
     let p = pod("Bad Image", "Always");
-    let r = m
-        .sync_pod(
-            &p,
-            &m.get_pod_status("uid1").await.unwrap(),
-            &ResultsManagers::default(),
-        )
-        .await;
+    let r = sync(&m, &p).await;
     assert_eq!(reason(&r), Some(INVALID_IMAGE_NAME));
 }
 
@@ -236,12 +224,7 @@ async fn pull_failure_then_backoff_and_invalid_names() {
 async fn if_not_present_skips_pull_when_present() {
     let (cri, _logs, m) = setup();
     let p = pod("busybox:1.36", "Always");
-    m.sync_pod(
-        &p,
-        &m.get_pod_status("uid1").await.unwrap(),
-        &ResultsManagers::default(),
-    )
-    .await;
+    sync(&m, &p).await;
     let mut p2 = p.clone();
     p2.metadata.uid = Some("uid2".into());
     m.sync_pod(
@@ -263,12 +246,7 @@ async fn if_not_present_skips_pull_when_present() {
 async fn kill_and_remove_pod_cleans_everything() {
     let (cri, logs, m) = setup();
     let p = pod("busybox", "Always");
-    m.sync_pod(
-        &p,
-        &m.get_pod_status("uid1").await.unwrap(),
-        &ResultsManagers::default(),
-    )
-    .await;
+    sync(&m, &p).await;
     let status = m.get_pod_status("uid1").await.unwrap();
     assert!(m.kill_pod(&p, &status, 30).await.is_empty());
     assert!(cri.calls().contains(&"StopContainer:30".to_owned()));
@@ -293,30 +271,13 @@ async fn kill_and_remove_pod_cleans_everything() {
 async fn never_pod_that_completed_is_not_restarted() {
     let (cri, _logs, m) = setup();
     let p = pod("busybox", "Never");
-    m.sync_pod(
-        &p,
-        &m.get_pod_status("uid1").await.unwrap(),
-        &ResultsManagers::default(),
-    )
-    .await;
+    sync(&m, &p).await;
     let id = cri.container_ids()[0].clone();
     cri.set_container_state(&id, ContainerState::ContainerExited, 0);
-    let r = m
-        .sync_pod(
-            &p,
-            &m.get_pod_status("uid1").await.unwrap(),
-            &ResultsManagers::default(),
-        )
-        .await;
+    let r = sync(&m, &p).await;
     assert!(!r.failed());
     // The pod is done: its sandbox is stopped and nothing new is created.
-    let r = m
-        .sync_pod(
-            &p,
-            &m.get_pod_status("uid1").await.unwrap(),
-            &ResultsManagers::default(),
-        )
-        .await;
+    let r = sync(&m, &p).await;
     assert!(!r.failed());
     assert_eq!(cri.container_ids(), vec![id]);
     assert_eq!(
@@ -353,13 +314,7 @@ fn sleep_handler(seconds: i64) -> LifecycleHandler {
 async fn pre_stop_time_counts_against_the_grace_period() {
     let (cri, logs, m) = setup();
     let p = pod_with_hooks(sleep_handler(0), sleep_handler(1));
-    let result = m
-        .sync_pod(
-            &p,
-            &m.get_pod_status("uid1").await.unwrap(),
-            &ResultsManagers::default(),
-        )
-        .await;
+    let result = sync(&m, &p).await;
     assert!(!result.failed(), "{}", result.error_message());
 
     // The termination message file is mounted at the default path.
@@ -399,13 +354,7 @@ async fn failed_post_start_hook_kills_the_container() {
         ..Default::default()
     };
     let p = pod_with_hooks(exec, sleep_handler(0));
-    let result = m
-        .sync_pod(
-            &p,
-            &m.get_pod_status("uid1").await.unwrap(),
-            &ResultsManagers::default(),
-        )
-        .await;
+    let result = sync(&m, &p).await;
     let error = result.start_results[0].1.clone().unwrap();
     assert_eq!(error.reason, POST_START_HOOK_ERROR);
     assert!(

@@ -1,0 +1,16 @@
+//! Kubernetes API machinery without I/O, shared by the API server and the kubelet.
+//!
+//! - [`field`]: upstream's `field.Error` (the causes of a 422 Invalid, the kubelet's
+//!   manifest errors);
+//! - [`names`]: DNS-1123 names, qualified names, label values
+//!   (`k8s.io/apimachinery/pkg/util/validation`);
+//! - [`selector`]: label and field selectors (`k8s.io/apimachinery/pkg/labels`, `fields`);
+//! - [`patch`]: JSON Patch, JSON Merge Patch and strategic merge patch;
+//! - [`schema`]: the OpenAPI schemas of the built-in kinds with upstream's patch
+//!   strategies and merge keys.
+
+pub mod field;
+pub mod names;
+pub mod patch;
+pub mod schema;
+pub mod selector;

@@ -1,0 +1,18 @@
+//! Skiff's API server: the Kubernetes REST API that kubectl, client-go, kube-rs and the
+//! Python client use, stored in SQLite (default) or etcd v3.
+//!
+//! A request flows: TLS + [`authn`] → [`rest`] (routing, verbs, watch, patch,
+//! negotiation) → [`registry`] (the kind's [`registry::Strategy`]: defaulting,
+//! validation, status/scale rules, tables) → [`storage`] (revisioned key-value store and
+//! the watch cache). [`discovery`] and [`openapi`] describe what [`registry`] serves.
+
+pub mod authn;
+pub mod config;
+pub mod discovery;
+pub mod error;
+pub mod openapi;
+pub mod registry;
+pub mod rest;
+pub mod storage;
+
+pub use error::ApiError;

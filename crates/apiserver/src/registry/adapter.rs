@@ -1,0 +1,216 @@
+//! [`Adapter`]: a typed [`Strategy`] seen as an untyped [`Kind`]. Values are decoded
+//! into the k8s-openapi type for each hook and encoded back.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use skiff_api::field::ErrorList;
+
+use super::{Context, Kind, ResourceInfo, ScaleSpec, Strategy, Subresource, TableColumn};
+use crate::error::ApiError;
+
+/// Erases a [`Strategy`]; built once per kind by [`super::Registry::add`].
+pub struct Adapter<S: Strategy> {
+    strategy: S,
+    info: ResourceInfo,
+    scale: Option<ScaleSpec>,
+    subresources: Vec<Arc<dyn Subresource>>,
+}
+
+impl<S: Strategy> Adapter<S> {
+    pub fn new(strategy: S) -> Self {
+        Adapter {
+            info: strategy.info(),
+            scale: strategy.scale(),
+            subresources: strategy.subresources(),
+            strategy,
+        }
+    }
+
+    fn typed(&self, object: &Value) -> Result<S::Object, ApiError> {
+        S::Object::deserialize(object).map_err(|e| {
+            ApiError::bad_request(format!(
+                "unable to decode {} {}: {e}",
+                self.info.api_version(),
+                self.info.kind
+            ))
+        })
+    }
+}
+
+use serde::Deserialize;
+
+fn encode<T: serde::Serialize>(object: &T) -> Result<Value, ApiError> {
+    serde_json::to_value(object).map_err(ApiError::internal)
+}
+
+/// The paths (`spec.containers[0].foo`) of fields in `input` that `output` (the typed
+/// round trip) dropped. Nulls are not unknown: they read as absent.
+fn dropped_fields(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, output) {
+        (Value::Object(inp), Value::Object(outp)) => {
+            for (key, value) in inp {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match outp.get(key) {
+                    Some(kept) => dropped_fields(value, kept, &child, out),
+                    None if value.is_null() => {}
+                    None => out.push(child),
+                }
+            }
+        }
+        (Value::Array(inp), Value::Array(outp)) => {
+            for (i, (a, b)) in inp.iter().zip(outp).enumerate() {
+                dropped_fields(a, b, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[async_trait]
+impl<S: Strategy> Kind for Adapter<S> {
+    fn info(&self) -> &ResourceInfo {
+        &self.info
+    }
+
+    fn status_subresource(&self) -> bool {
+        self.strategy.status_subresource()
+    }
+
+    fn bumps_generation(&self) -> bool {
+        self.strategy.bumps_generation()
+    }
+
+    fn scale(&self) -> Option<&ScaleSpec> {
+        self.scale.as_ref()
+    }
+
+    fn subresources(&self) -> &[Arc<dyn Subresource>] {
+        &self.subresources
+    }
+
+    fn decode(&self, object: Value) -> Result<(Value, Vec<String>), ApiError> {
+        let encoded = encode(&self.typed(&object)?)?;
+        let mut dropped = Vec::new();
+        dropped_fields(&object, &encoded, "", &mut dropped);
+        Ok((encoded, dropped))
+    }
+
+    fn default(&self, object: &mut Value) -> Result<(), ApiError> {
+        let mut typed = self.typed(object)?;
+        self.strategy.default(&mut typed);
+        *object = encode(&typed)?;
+        Ok(())
+    }
+
+    fn prepare_for_create(&self, object: &mut Value) -> Result<(), ApiError> {
+        let mut typed = self.typed(object)?;
+        self.strategy.prepare_for_create(&mut typed);
+        *object = encode(&typed)?;
+        Ok(())
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), ApiError> {
+        let mut typed = self.typed(new)?;
+        self.strategy
+            .prepare_for_update(&mut typed, &self.typed(old)?);
+        *new = encode(&typed)?;
+        Ok(())
+    }
+
+    fn validate(&self, object: &Value) -> Result<ErrorList, ApiError> {
+        Ok(self.strategy.validate(&self.typed(object)?))
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Result<ErrorList, ApiError> {
+        Ok(self
+            .strategy
+            .validate_update(&self.typed(new)?, &self.typed(old)?))
+    }
+
+    async fn admit_create(&self, ctx: &Context<'_>, object: &mut Value) -> Result<(), ApiError> {
+        let mut typed = self.typed(object)?;
+        self.strategy.admit_create(ctx, &mut typed).await?;
+        *object = encode(&typed)?;
+        Ok(())
+    }
+
+    async fn admit_update(
+        &self,
+        ctx: &Context<'_>,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<(), ApiError> {
+        let mut typed = self.typed(new)?;
+        let old = self.typed(old)?;
+        self.strategy.admit_update(ctx, &mut typed, &old).await?;
+        *new = encode(&typed)?;
+        Ok(())
+    }
+
+    fn selectable_fields(&self, object: &Value) -> Result<Vec<(&'static str, String)>, ApiError> {
+        Ok(self.strategy.selectable_fields(&self.typed(object)?))
+    }
+
+    fn columns(&self) -> Vec<TableColumn> {
+        self.strategy.columns()
+    }
+
+    fn row(&self, object: &Value) -> Result<Vec<Value>, ApiError> {
+        Ok(self.strategy.row(&self.typed(object)?))
+    }
+
+    fn graceful_delete(
+        &self,
+        object: &Value,
+        requested: Option<i64>,
+    ) -> Result<Option<i64>, ApiError> {
+        Ok(self
+            .strategy
+            .graceful_delete(&self.typed(object)?, requested))
+    }
+
+    fn to_storage(&self, object: Value) -> Result<Value, ApiError> {
+        self.strategy.to_storage(object)
+    }
+
+    fn from_storage(&self, stored: Value) -> Result<Value, ApiError> {
+        self.strategy.from_storage(stored)
+    }
+
+    fn schema_name(&self) -> String {
+        <S::Object as schemars::JsonSchema>::schema_name().into_owned()
+    }
+
+    fn json_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        generator.subschema_for::<S::Object>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_fields_are_found_at_any_depth() {
+        let input = serde_json::json!({
+            "metadata": {"name": "a", "labels": {"x": "y"}, "bogus": 1},
+            "spec": {"containers": [{"name": "c", "imagePulPolicy": "Always"}], "gone": null},
+        });
+        let output = serde_json::json!({
+            "metadata": {"name": "a", "labels": {"x": "y"}},
+            "spec": {"containers": [{"name": "c"}]},
+        });
+        let mut dropped = Vec::new();
+        dropped_fields(&input, &output, "", &mut dropped);
+        assert_eq!(
+            dropped,
+            ["metadata.bogus", "spec.containers[0].imagePulPolicy"]
+        );
+    }
+}

@@ -1,0 +1,393 @@
+//! The kinds the API server serves and how each behaves: upstream's per-resource REST
+//! storage and strategy packages (`pkg/registry/<group>/<resource>`).
+//!
+//! A kind is written once as a typed [`Strategy`] over its k8s-openapi type (defaulting,
+//! validation, status and scale rules, selectable fields, table columns, custom
+//! subresources); [`Adapter`] erases it into a [`Kind`] that the REST layer drives with
+//! JSON values. [`Registry`] holds every kind, looked up by group, version and resource.
+
+mod adapter;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use skiff_api::field::ErrorList;
+
+use crate::authn::UserInfo;
+use crate::error::{ApiError, GroupResource};
+
+pub use adapter::Adapter;
+
+/// The names of a kind, as discovery shows them (`APIResource`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// API group, `""` for core.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    /// The URL segment, `deployments`.
+    pub plural: &'static str,
+    pub namespaced: bool,
+    /// `kubectl get po`.
+    pub short_names: &'static [&'static str],
+    /// `kubectl get all` lists the kinds in category `all`.
+    pub categories: &'static [&'static str],
+    /// The key segment: `/registry/<storage>/...`. Upstream shares some (core and
+    /// events.k8s.io events) and renames others (nodes are `minions`); Skiff uses the plural
+    /// unless two kinds share objects.
+    pub storage: &'static str,
+}
+
+impl ResourceInfo {
+    /// The names of `K` from its k8s-openapi constants, with no short names or categories.
+    pub fn of<K: k8s_openapi::Resource<Scope: 'static>>() -> Self {
+        ResourceInfo {
+            group: K::GROUP,
+            version: K::VERSION,
+            kind: K::KIND,
+            plural: K::URL_PATH_SEGMENT,
+            namespaced: std::any::TypeId::of::<K::Scope>()
+                == std::any::TypeId::of::<k8s_openapi::NamespaceResourceScope>(),
+            short_names: &[],
+            categories: &[],
+            storage: K::URL_PATH_SEGMENT,
+        }
+    }
+
+    /// `apps/v1`, or `v1` for core.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The lower-case kind, as upstream's singular name.
+    pub fn singular(&self) -> String {
+        self.kind.to_ascii_lowercase()
+    }
+
+    /// `deployments.apps`, as errors name the resource.
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource::new(self.group, self.plural)
+    }
+}
+
+/// Where a kind keeps its replica counts, for the `scale` subresource (autoscaling/v1
+/// Scale). Paths are JSON pointers into the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScaleSpec {
+    /// `/spec/replicas`.
+    pub spec_replicas: &'static str,
+    /// `/status/replicas`.
+    pub status_replicas: &'static str,
+    /// The label selector (`/spec/selector`, a metav1.LabelSelector) printed into
+    /// `Scale.status.selector`.
+    pub selector: &'static str,
+}
+
+/// One column of a Table response (`meta.k8s.io/v1 TableColumnDefinition`), as upstream's
+/// printers define them for `kubectl get`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableColumn {
+    pub name: &'static str,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    /// `name` for the Name column, else empty.
+    pub format: &'static str,
+    pub description: &'static str,
+    /// 0: always shown; 1: shown with `-o wide`.
+    pub priority: i32,
+}
+
+/// What a [`Strategy`]'s hooks may use of the server: other objects (through the same
+/// store and rules as the REST API) and who asks.
+pub struct Context<'a> {
+    pub objects: &'a dyn Objects,
+    pub user: &'a UserInfo,
+    /// The request is a dry run: hooks must not change other objects.
+    pub dry_run: bool,
+    pub config: &'a crate::config::ClusterConfig,
+}
+
+/// Access to stored objects by resource, for hooks and subresources (a Service's IP
+/// allocation, a pod's binding, an eviction's PodDisruptionBudget check). Values are
+/// full objects with `apiVersion`, `kind` and `metadata.resourceVersion`.
+#[async_trait]
+pub trait Objects: Send + Sync {
+    /// Errors: 404 NotFound.
+    async fn get(
+        &self,
+        resource: &GroupResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError>;
+
+    /// Every object of `resource` (in `namespace`, or all namespaces when `None`).
+    async fn list(
+        &self,
+        resource: &GroupResource,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Value>, ApiError>;
+
+    /// Creates `object` with the kind's full create path (defaulting, validation, hooks).
+    async fn create(
+        &self,
+        resource: &GroupResource,
+        namespace: Option<&str>,
+        object: Value,
+    ) -> Result<Value, ApiError>;
+
+    /// Reads, changes with `mutate` and writes back, retrying on conflicts (upstream's
+    /// GuaranteedUpdate); status and metadata changes are kept as `mutate` makes them.
+    async fn update(
+        &self,
+        resource: &GroupResource,
+        namespace: Option<&str>,
+        name: &str,
+        mutate: &mut (dyn FnMut(&mut Value) -> Result<(), ApiError> + Send),
+    ) -> Result<Value, ApiError>;
+
+    /// Deletes with the kind's delete rules; `grace_period_seconds` as DeleteOptions'.
+    async fn delete(
+        &self,
+        resource: &GroupResource,
+        namespace: Option<&str>,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<(), ApiError>;
+}
+
+/// A subresource with its own handler (`pods/binding`, `pods/eviction`, `pods/log`,
+/// `pods/exec`, `serviceaccounts/token`, `certificatesigningrequests/approval`, ...).
+/// `status` and `scale` are generic and come from [`Strategy::status_subresource`] and
+/// [`Strategy::scale`].
+#[async_trait]
+pub trait Subresource: Send + Sync {
+    /// The path segment, `binding`.
+    fn name(&self) -> &'static str;
+    /// Discovery verbs, `["create"]`.
+    fn verbs(&self) -> &'static [&'static str];
+    /// Discovery's group, version and kind of the subresource's body (`("", "v1", "Binding")`),
+    /// or `None` for streams (log, exec, ...).
+    fn kind(&self) -> Option<(&'static str, &'static str, &'static str)>;
+    /// Serves one request for object `name` in `namespace`.
+    async fn handle(
+        &self,
+        ctx: &Context<'_>,
+        namespace: Option<&str>,
+        name: &str,
+        request: axum::extract::Request,
+    ) -> Result<axum::response::Response, ApiError>;
+}
+
+/// How one kind behaves (upstream's RESTCreateStrategy, RESTUpdateStrategy,
+/// RESTDeleteStrategy and TableConvertor). Every method has upstream's generic behaviour
+/// as default; a kind overrides what its upstream strategy does. Metadata rules common to
+/// every kind (name, generateName, uid, creationTimestamp, resourceVersion, finalizers,
+/// generation) are the REST layer's, not the strategy's.
+#[async_trait]
+pub trait Strategy: Send + Sync + 'static {
+    type Object: k8s_openapi::Resource
+        + k8s_openapi::Metadata<Ty = ObjectMeta>
+        + schemars::JsonSchema
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + Send
+        + Sync
+        + 'static;
+
+    /// The kind's names. Default: [`ResourceInfo::of`].
+    fn info(&self) -> ResourceInfo {
+        ResourceInfo::of::<Self::Object>()
+    }
+
+    /// Whether `/status` is served; then the main resource ignores status changes and
+    /// `/status` ignores everything else.
+    fn status_subresource(&self) -> bool {
+        false
+    }
+
+    /// Whether a change outside metadata and status bumps `metadata.generation` (kinds with
+    /// a spec).
+    fn bumps_generation(&self) -> bool {
+        false
+    }
+
+    /// The `scale` subresource, for kinds with replicas.
+    fn scale(&self) -> Option<ScaleSpec> {
+        None
+    }
+
+    /// Subresources with their own handlers.
+    fn subresources(&self) -> Vec<Arc<dyn Subresource>> {
+        Vec::new()
+    }
+
+    /// Upstream's defaulting (`SetDefaults_*`), run on every create and update.
+    fn default(&self, _object: &mut Self::Object) {}
+
+    /// Upstream's PrepareForCreate: drop what a client may not set (usually the status).
+    fn prepare_for_create(&self, _object: &mut Self::Object) {}
+
+    /// Upstream's PrepareForUpdate of the main resource (the status of `old` is already
+    /// kept by the REST layer when [`Strategy::status_subresource`]).
+    fn prepare_for_update(&self, _new: &mut Self::Object, _old: &Self::Object) {}
+
+    /// Validation of a new object (metadata excepted: the REST layer checks the name,
+    /// labels and annotations).
+    fn validate(&self, _object: &Self::Object) -> ErrorList {
+        Vec::new()
+    }
+
+    /// Validation of an update (immutable fields, ...). Default: [`Strategy::validate`].
+    fn validate_update(&self, new: &Self::Object, _old: &Self::Object) -> ErrorList {
+        self.validate(new)
+    }
+
+    /// Work before a create is stored that needs other objects (a Service's cluster IP and
+    /// node ports). Runs after validation.
+    async fn admit_create(
+        &self,
+        _ctx: &Context<'_>,
+        _object: &mut Self::Object,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Work before an update is stored that needs other objects.
+    async fn admit_update(
+        &self,
+        _ctx: &Context<'_>,
+        _new: &mut Self::Object,
+        _old: &Self::Object,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Fields a fieldSelector may use besides `metadata.name` and `metadata.namespace`
+    /// (upstream's `*ToSelectableFields`): `("spec.nodeName", "node-1")`.
+    fn selectable_fields(&self, _object: &Self::Object) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    /// Table columns (upstream `pkg/printers/internalversion`). Default: none, and the
+    /// REST layer prints upstream's generic `Name` and `Created At`.
+    fn columns(&self) -> Vec<TableColumn> {
+        Vec::new()
+    }
+
+    /// One table row, a cell per column of [`Strategy::columns`].
+    fn row(&self, _object: &Self::Object) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// The stored form of an object of this kind, when the kind shares storage with another
+    /// (events.k8s.io/v1 Events are stored as core/v1 Events, as upstream). Default: as is.
+    fn to_storage(&self, object: Value) -> Result<Value, ApiError> {
+        Ok(object)
+    }
+
+    /// The inverse of [`Strategy::to_storage`]. Default: as is.
+    fn from_storage(&self, stored: Value) -> Result<Value, ApiError> {
+        Ok(stored)
+    }
+
+    /// Graceful deletion (upstream's RESTGracefulDeleteStrategy): the grace period in
+    /// seconds to delete with, given the request's `gracePeriodSeconds`, or `None` to
+    /// delete at once. Default: at once.
+    fn graceful_delete(&self, _object: &Self::Object, _requested: Option<i64>) -> Option<i64> {
+        None
+    }
+}
+
+/// A kind with its type erased: what the REST layer, discovery and OpenAPI use.
+#[async_trait]
+pub trait Kind: Send + Sync {
+    fn info(&self) -> &ResourceInfo;
+    fn status_subresource(&self) -> bool;
+    fn bumps_generation(&self) -> bool;
+    fn scale(&self) -> Option<&ScaleSpec>;
+    fn subresources(&self) -> &[Arc<dyn Subresource>];
+
+    /// Reads `object` through the typed form. Returns it re-encoded (fields the type
+    /// does not know dropped, as upstream stores it) and the JSON paths of the dropped
+    /// fields (for fieldValidation Warn/Strict). Errors: 400 on a type mismatch.
+    fn decode(&self, object: Value) -> Result<(Value, Vec<String>), ApiError>;
+    fn default(&self, object: &mut Value) -> Result<(), ApiError>;
+    fn prepare_for_create(&self, object: &mut Value) -> Result<(), ApiError>;
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), ApiError>;
+    fn validate(&self, object: &Value) -> Result<ErrorList, ApiError>;
+    fn validate_update(&self, new: &Value, old: &Value) -> Result<ErrorList, ApiError>;
+    async fn admit_create(&self, ctx: &Context<'_>, object: &mut Value) -> Result<(), ApiError>;
+    async fn admit_update(
+        &self,
+        ctx: &Context<'_>,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<(), ApiError>;
+    fn selectable_fields(&self, object: &Value) -> Result<Vec<(&'static str, String)>, ApiError>;
+    fn columns(&self) -> Vec<TableColumn>;
+    fn row(&self, object: &Value) -> Result<Vec<Value>, ApiError>;
+    fn graceful_delete(
+        &self,
+        object: &Value,
+        requested: Option<i64>,
+    ) -> Result<Option<i64>, ApiError>;
+    fn to_storage(&self, object: Value) -> Result<Value, ApiError>;
+    fn from_storage(&self, stored: Value) -> Result<Value, ApiError>;
+    /// The OpenAPI name of the type, `io.k8s.api.core.v1.Pod`.
+    fn schema_name(&self) -> String;
+    /// The type's JSON schema; referenced types are added to `generator`'s definitions.
+    fn json_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
+}
+
+/// Every kind the server serves.
+#[derive(Clone, Default)]
+pub struct Registry {
+    kinds: Vec<Arc<dyn Kind>>,
+}
+
+impl Registry {
+    /// The built-in kinds.
+    pub fn builtin() -> Self {
+        let mut registry = Registry::default();
+        // Each API group's module adds its kinds here.
+        let _ = &mut registry;
+        registry
+    }
+
+    /// Adds a kind.
+    pub fn add<S: Strategy>(&mut self, strategy: S) {
+        self.kinds.push(Arc::new(Adapter::new(strategy)));
+    }
+
+    /// Every kind, in the order added.
+    pub fn kinds(&self) -> &[Arc<dyn Kind>] {
+        &self.kinds
+    }
+
+    /// The kind served at `/apis/<group>/<version>/<plural>`.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<dyn Kind>> {
+        self.kinds.iter().find(|k| {
+            let info = k.info();
+            info.group == group && info.version == version && info.plural == plural
+        })
+    }
+
+    /// The kind of a group and resource (any version).
+    pub fn by_resource(&self, resource: &GroupResource) -> Option<&Arc<dyn Kind>> {
+        self.kinds.iter().find(|k| {
+            let info = k.info();
+            info.group == resource.group && info.plural == resource.resource
+        })
+    }
+}

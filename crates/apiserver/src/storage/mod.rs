@@ -1,0 +1,145 @@
+//! The store behind the API: a revisioned key-value space, as etcd v3 keeps it.
+//!
+//! Every write gets the next store-wide [`Revision`]; an object's `resourceVersion` is the
+//! revision of its last write (etcd's `mod_revision`). Keys are
+//! `/registry/<resource>/<namespace>/<name>` (cluster-scoped: `/registry/<resource>/<name>`),
+//! values the object's JSON without `resourceVersion` (set from the revision on read).
+//!
+//! Two backends implement [`Storage`]: `sqlite` (default, one file, WAL, durable before the
+//! reply) and `etcd` (etcd v3 through `etcd-client`; revisions are etcd's). [`watch_cache`]
+//! keeps a window of recent events per resource in memory and fans them out to watchers.
+
+use futures::stream::BoxStream;
+
+/// A store-wide revision (etcd's revision): each write gets the next one. 0 is "before any
+/// write".
+pub type Revision = i64;
+
+/// One stored key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    /// The object's JSON (as written).
+    pub value: Vec<u8>,
+    /// Revision of the write that created the key.
+    pub create_revision: Revision,
+    /// Revision of the key's last write (its `resourceVersion`).
+    pub mod_revision: Revision,
+}
+
+/// A page of keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListResult {
+    /// In key order.
+    pub items: Vec<KeyValue>,
+    /// The store revision the page was read at (the list's `resourceVersion`).
+    pub revision: Revision,
+    /// Keys under the prefix after the last item, at that revision (0 when none); upstream's
+    /// `remainingItemCount`.
+    pub remaining: i64,
+}
+
+/// What happened to a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One change, as a watch delivers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventType,
+    /// The new value; for [`EventType::Deleted`] the last value, with `mod_revision` set to
+    /// the revision of the delete.
+    pub kv: KeyValue,
+    /// The value before the change (for Modified and Deleted), so that a watch with a
+    /// selector can send DELETED when an object stops matching.
+    pub prev: Option<KeyValue>,
+}
+
+/// A watch's items: changes in revision order, and progress notes (no change under the
+/// prefix up to this revision) from which the REST layer writes BOOKMARK events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchItem {
+    Event(Event),
+    Progress(Revision),
+}
+
+/// Why a store call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    #[error("key {0} not found")]
+    NotFound(String),
+    #[error("key {0} already exists")]
+    AlreadyExists(String),
+    /// The key's mod_revision is not the expected one (optimistic concurrency).
+    #[error("key {key} was modified: expected revision {expected}, found {current}")]
+    Conflict {
+        key: String,
+        expected: Revision,
+        current: Revision,
+    },
+    /// The requested revision is older than the oldest kept: 410 Gone upstream.
+    #[error("required revision {requested} has been compacted (oldest kept {compacted})")]
+    Compacted {
+        requested: Revision,
+        compacted: Revision,
+    },
+    /// The value is larger than the store takes (etcd's 1.5 MiB request limit by default).
+    #[error("object of {size} bytes is larger than the limit of {limit} bytes")]
+    TooLarge { size: usize, limit: usize },
+    /// The backend cannot be reached or failed; the request may be retried.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Result of a store call.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+/// A revisioned key-value store (etcd v3 semantics). Every write is durable when its
+/// future completes: an acknowledged write survives a SIGKILL of the server.
+#[async_trait::async_trait]
+pub trait Storage: Send + Sync + 'static {
+    /// Creates `key`. Errors: [`StorageError::AlreadyExists`], [`StorageError::TooLarge`].
+    async fn create(&self, key: &str, value: Vec<u8>) -> Result<KeyValue>;
+
+    /// The current value of `key`, or `None`.
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>>;
+
+    /// Keys starting with `prefix` (which ends in `/`), in key order, strictly after
+    /// `start_after` when given, at most `limit` (0: all), as of `revision` (`None`: now).
+    /// Errors: [`StorageError::Compacted`] when `revision` is older than the oldest kept.
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+        revision: Option<Revision>,
+    ) -> Result<ListResult>;
+
+    /// Replaces `key` if its mod_revision is `expected`. Errors: [`StorageError::NotFound`],
+    /// [`StorageError::Conflict`], [`StorageError::TooLarge`].
+    async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<KeyValue>;
+
+    /// Deletes `key`, if its mod_revision is `expected` when given. Returns the deleted
+    /// value with `mod_revision` = the revision of the delete. Errors:
+    /// [`StorageError::NotFound`], [`StorageError::Conflict`].
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<KeyValue>;
+
+    /// Changes under `prefix` after revision `after`, then live ones, with progress notes
+    /// at least every few seconds when idle. Errors: [`StorageError::Compacted`] when
+    /// `after` is older than the oldest kept revision.
+    async fn watch(
+        &self,
+        prefix: &str,
+        after: Revision,
+    ) -> Result<BoxStream<'static, Result<WatchItem>>>;
+
+    /// The store's current revision.
+    async fn current_revision(&self) -> Result<Revision>;
+
+    /// Forgets history before `revision` (values of older revisions and deleted keys).
+    async fn compact(&self, revision: Revision) -> Result<()>;
+}

@@ -354,7 +354,13 @@ fn normalize_refs(value: &mut Value) {
 
 impl Schemas {
     /// Takes the definitions (as generated from the k8s-openapi types) and adds upstream's
-    /// patch extensions; `$ref`s become `#/definitions/<name>`.
+    /// patch extensions; `$ref`s become `#/definitions/<name>`. With schemars:
+    ///
+    /// ```ignore
+    /// let mut generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
+    /// generator.subschema_for::<k8s_openapi::api::apps::v1::Deployment>(); // every served kind
+    /// let schemas = Schemas::new(generator.take_definitions(true));
+    /// ```
     pub fn new(mut definitions: Map<String, Value>) -> Self {
         definitions.values_mut().for_each(normalize_refs);
         for tag in PATCH_TAGS {

@@ -292,14 +292,13 @@ impl<'a> Merger<'a> {
         apply_retain_keys(&mut original, &mut patch)?;
         self.merge_element_orders(&mut original, &mut patch, schema)?;
 
-        for (key, value) in patch {
+        for (key, mut value) in patch {
             let (key, is_delete_list) = if key.starts_with(DELETE_FROM_PRIMITIVE_LIST) {
                 let field = directive_field(&key, DELETE_FROM_PRIMITIVE_LIST, BAD_PRIMITIVE_LIST)?;
                 (field.to_owned(), true)
             } else {
                 (key, false)
             };
-            let mut value = value;
             if value.is_null() {
                 original.remove(&key);
                 continue;
@@ -460,7 +459,7 @@ impl<'a> Merger<'a> {
     }
 }
 
-/// In a merged list of objects: `$patch: delete` items remove the matching originals,
+/// In a merged list of objects: `$patch: delete` items remove the matching original,
 /// `$patch: replace` makes the patch's other items the whole list. Returns the original and
 /// the patch without these items.
 fn split_special_elements(
@@ -476,10 +475,13 @@ fn split_special_elements(
             None => plain.push(item),
             Some(directive) => match directive.as_str() {
                 Some("delete") => {
+                    // One directive removes one entry, so duplicates can be cleaned up.
                     let Some(wanted) = item.get(key) else {
                         return Err(no_merge_key(&item, key));
                     };
-                    original.retain(|v| v.get(key) != Some(wanted));
+                    if let Some(index) = original.iter().position(|v| v.get(key) == Some(wanted)) {
+                        original.remove(index);
+                    }
                 }
                 Some("replace") => replace = true,
                 Some("merge") => {
@@ -884,6 +886,186 @@ mod tests {
             json!({"runAsUser": 1})
         );
         assert_eq!(patched["spec"]["paused"], true);
+    }
+
+    /// Upstream's `mergeItem` test type as OpenAPI definitions.
+    fn merge_item_schemas() -> Schemas {
+        let merge_list = |strategy: &str| {
+            json!({"type": "array", "items": {"$ref": "#/definitions/mergeItem"},
+                   "x-kubernetes-patch-strategy": strategy, "x-kubernetes-patch-merge-key": "name"})
+        };
+        let definitions = json!({
+            "mergeItem": {"type": "object", "properties": {
+                "name": {"type": "string"}, "value": {"type": "string"}, "other": {"type": "string"},
+                "mergingList": merge_list("merge"),
+                "nonMergingList": {"type": "array", "items": {"$ref": "#/definitions/mergeItem"}},
+                "mergingIntList": {"type": "array", "items": {"type": "integer"}, "x-kubernetes-patch-strategy": "merge"},
+                "nonMergingIntList": {"type": "array", "items": {"type": "integer"}},
+                "simpleMap": {"type": "object", "additionalProperties": {"type": "string"}},
+                "replacingItem": {"type": "object", "x-kubernetes-patch-strategy": "replace"},
+                "retainKeysMap": {"$ref": "#/definitions/mergeItem", "x-kubernetes-patch-strategy": "retainKeys"},
+                "retainKeysMergingList": merge_list("merge,retainKeys"),
+            }}
+        });
+        match definitions {
+            Value::Object(map) => Schemas::new(map),
+            _ => unreachable!("literal object"),
+        }
+    }
+
+    #[test]
+    fn upstream_merge_item_cases() {
+        // (description, original, patch, result) from upstream's patch_test.go.
+        let cases = [
+            (
+                "unique scalars",
+                json!({"mergingIntList": [1, 2]}),
+                json!({"mergingIntList": [2, 3]}),
+                json!({"mergingIntList": [1, 2, 3]}),
+            ),
+            (
+                "delete nested map",
+                json!({"simpleMap": {"key1": "1", "key2": "1"}}),
+                json!({"simpleMap": {"$patch": "delete"}}),
+                json!({"simpleMap": {}}),
+            ),
+            (
+                "delete all items",
+                json!({"mergingList": [{"name": "1"}, {"name": "2"}]}),
+                json!({"mergingList": [{"$patch": "replace"}]}),
+                json!({"mergingList": []}),
+            ),
+            (
+                "empty lists",
+                json!({"mergingList": []}),
+                json!({"mergingList": []}),
+                json!({"mergingList": []}),
+            ),
+            (
+                "replace all keys",
+                json!({"name": "1", "value": "1"}),
+                json!({"$patch": "replace"}),
+                json!({}),
+            ),
+            (
+                "add key and replace",
+                json!({"name": "1", "value": "1"}),
+                json!({"other": "a", "$patch": "replace"}),
+                json!({"other": "a"}),
+            ),
+            (
+                "de-duplicate",
+                json!({"mergingList": [{"name": "1"}, {"name": "1"}, {"name": "2", "value": "a"}, {"name": "3"}, {"name": "3"}]}),
+                json!({"mergingList": [{"name": "1", "$patch": "delete"}, {"name": "3", "$patch": "delete"}]}),
+                json!({"mergingList": [{"name": "1"}, {"name": "2", "value": "a"}, {"name": "3"}]}),
+            ),
+            (
+                "delete all duplicates",
+                json!({"mergingList": [{"name": "1"}, {"name": "1"}, {"name": "2", "value": "a"}, {"name": "3"}, {"name": "3"}]}),
+                json!({"mergingList": [{"name": "1", "$patch": "delete"}, {"name": "1", "$patch": "delete"}, {"name": "3", "$patch": "delete"}, {"name": "3", "$patch": "delete"}]}),
+                json!({"mergingList": [{"name": "2", "value": "a"}]}),
+            ),
+            (
+                "retainKeys map adds",
+                json!({"retainKeysMap": {"name": "foo"}}),
+                json!({"retainKeysMap": {"value": "bar"}}),
+                json!({"retainKeysMap": {"name": "foo", "value": "bar"}}),
+            ),
+            (
+                "retainKeys map deletes",
+                json!({"retainKeysMap": {"name": "foo", "value": "a"}}),
+                json!({"retainKeysMap": {"value": null}}),
+                json!({"retainKeysMap": {"name": "foo"}}),
+            ),
+            (
+                "retainKeys map empty",
+                json!({"retainKeysMap": {"name": "foo", "value": "a"}}),
+                json!({"retainKeysMap": {}}),
+                json!({"retainKeysMap": {"name": "foo", "value": "a"}}),
+            ),
+            (
+                "retainKeys list adds",
+                json!({"retainKeysMergingList": [{"name": "bar"}, {"name": "foo"}]}),
+                json!({"retainKeysMergingList": [{"name": "foo", "value": "a"}]}),
+                json!({"retainKeysMergingList": [{"name": "bar"}, {"name": "foo", "value": "a"}]}),
+            ),
+            (
+                "patch order",
+                json!({"mergingList": [{"name": "1"}, {"name": "2", "value": "b"}, {"name": "3"}]}),
+                json!({"mergingList": [{"name": "3", "value": "c"}, {"name": "1", "value": "a"}, {"name": "2", "other": "x"}]}),
+                json!({"mergingList": [{"name": "3", "value": "c"}, {"name": "1", "value": "a"}, {"name": "2", "value": "b", "other": "x"}]}),
+            ),
+            (
+                "patch order 2",
+                json!({"mergingList": [{"name": "1"}, {"name": "2", "value": "b"}, {"name": "3"}]}),
+                json!({"mergingList": [{"name": "3", "value": "c"}, {"name": "1", "value": "a"}]}),
+                json!({"mergingList": [{"name": "2", "value": "b"}, {"name": "3", "value": "c"}, {"name": "1", "value": "a"}]}),
+            ),
+            (
+                "int patch order",
+                json!({"mergingIntList": [1, 2, 3]}),
+                json!({"mergingIntList": [3, 1, 2]}),
+                json!({"mergingIntList": [3, 1, 2]}),
+            ),
+            (
+                "int patch order 2",
+                json!({"mergingIntList": [1, 2, 3]}),
+                json!({"mergingIntList": [3, 1]}),
+                json!({"mergingIntList": [2, 3, 1]}),
+            ),
+            (
+                "order lists an absent item",
+                json!({"mergingList": [{"name": "1"}, {"name": "3"}]}),
+                json!({"$setElementOrder/mergingList": [{"name": "3"}, {"name": "2"}, {"name": "1"}],
+                    "mergingList": [{"name": "3", "value": "3"}, {"name": "1", "value": "1"}]}),
+                json!({"mergingList": [{"name": "3", "value": "3"}, {"name": "1", "value": "1"}]}),
+            ),
+            (
+                "int order lists an absent item",
+                json!({"mergingIntList": [1, 3]}),
+                json!({"$setElementOrder/mergingIntList": [3, 2, 1]}),
+                json!({"mergingIntList": [3, 1]}),
+            ),
+            (
+                "replacing item",
+                json!({"replacingItem": {"a": 1, "b": 2}}),
+                json!({"replacingItem": {"c": 3}}),
+                json!({"replacingItem": {"c": 3}}),
+            ),
+            (
+                "non-merging list",
+                json!({"nonMergingList": [{"name": "1"}, {"name": "2"}]}),
+                json!({"nonMergingList": [{"name": "3"}]}),
+                json!({"nonMergingList": [{"name": "3"}]}),
+            ),
+        ];
+        let schemas = merge_item_schemas();
+        for (description, original, patch, result) in cases {
+            let patched = strategic_merge_patch(&schemas, "mergeItem", &original, &patch);
+            assert_eq!(patched, Ok(result), "{description}");
+        }
+        let errors = [
+            (
+                json!({"mergingList": [{"name": "1"}, {"name": "3"}, {"name": "2"}]}),
+                json!({"$setElementOrder/mergingList": [{"name": "1"}, {"name": "2"}, {"name": "3"}],
+                    "mergingList": [{"name": "3", "value": "3"}, {"name": "1", "value": "1"}]}),
+                "doesn't match",
+            ),
+            (
+                json!({"mergingIntList": [1, 3, 2]}),
+                json!({"$setElementOrder/mergingIntList": [1, 2, 3], "mergingIntList": [3, 1]}),
+                "doesn't match",
+            ),
+            (
+                json!({"mergingList": [{"name": "1", "value": "a"}]}),
+                json!({"mergingList": [{"value": "b"}]}),
+                "does not contain declared merge key",
+            ),
+        ];
+        for (original, patch, message) in errors {
+            let err = strategic_merge_patch(&schemas, "mergeItem", &original, &patch).unwrap_err();
+            assert!(err.0.contains(message), "{err}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! JSON Patch (RFC 6902) and JSON Merge Patch (RFC 7386), as upstream applies them with
 //! `evanphx/json-patch`.
 
+use json_patch::{PatchErrorKind, PatchOperation};
 use serde_json::Value;
 
 use super::PatchError;
@@ -21,13 +22,69 @@ pub fn json_patch_operations(patch: &Value) -> Result<usize, PatchError> {
 }
 
 /// Applies an RFC 6902 patch document. A malformed document is a 400 error, a failed
-/// operation (missing path, failed `test`) a 422 one; the target is left untouched either
-/// way.
+/// operation (missing path, failed `test`) a 422 one with upstream's message; the target is
+/// left untouched either way.
 pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     let operations = decode(patch)?;
     let mut document = target.clone();
-    json_patch::patch(&mut document, &operations).map_err(|e| PatchError(e.to_string()))?;
+    for operation in operations.0.iter() {
+        if let Err(e) = json_patch::patch(&mut document, std::slice::from_ref(operation)) {
+            return Err(PatchError(failure_message(&document, operation, &e.kind)));
+        }
+    }
     Ok(document)
+}
+
+/// Upstream's message (`evanphx/json-patch`) for an operation that failed on `document`.
+fn failure_message(document: &Value, operation: &PatchOperation, kind: &PatchErrorKind) -> String {
+    let path = operation.path().as_str();
+    let parent = operation
+        .path()
+        .parent()
+        .and_then(|p| document.pointer(p.as_str()));
+    let key = operation
+        .path()
+        .last()
+        .map(|t| t.decoded().into_owned())
+        .unwrap_or_default();
+    let missing_from = |verb: &str, from: &str| {
+        format!("{verb} operation does not apply: doc is missing from path: {from}: missing value")
+    };
+    match (operation, parent) {
+        (PatchOperation::Test(_), _) => format!("testing value {path} failed: test failed"),
+        (PatchOperation::Move(m), _) if matches!(kind, PatchErrorKind::InvalidFromPointer) => {
+            missing_from("move", m.from.as_str())
+        }
+        (PatchOperation::Copy(c), _) if matches!(kind, PatchErrorKind::InvalidFromPointer) => {
+            missing_from("copy", c.from.as_str())
+        }
+        (PatchOperation::Add(_), None) => {
+            format!("add operation does not apply: doc is missing path: \"{path}\": missing value")
+        }
+        (PatchOperation::Remove(_), None) => format!(
+            "remove operation does not apply: doc is missing path: \"{path}\": missing value"
+        ),
+        (PatchOperation::Replace(_), None) => {
+            format!("replace operation does not apply: doc is missing path: {path}: missing value")
+        }
+        (PatchOperation::Add(_) | PatchOperation::Remove(_), Some(Value::Array(_))) => {
+            let verb = if matches!(operation, PatchOperation::Add(_)) {
+                "add"
+            } else {
+                "remove"
+            };
+            format!(
+                "error in {verb} for path: '{path}': Unable to access invalid index: {key}: invalid index referenced"
+            )
+        }
+        (PatchOperation::Remove(_), Some(_)) => format!(
+            "error in remove for path: '{path}': Unable to remove nonexistent key: {key}: missing value"
+        ),
+        (PatchOperation::Replace(_), Some(_)) => {
+            format!("replace operation does not apply: doc is missing key: {path}: missing value")
+        }
+        _ => format!("{kind} at path '{path}'"),
+    }
 }
 
 /// Applies an RFC 7386 merge patch: objects merge recursively, `null` deletes, anything else
@@ -89,17 +146,48 @@ mod tests {
 
     #[test]
     fn json_patch_errors() {
-        let failed_test = json!([{"op": "test", "path": "/spec/replicas", "value": 2}]);
-        let err = json_patch(&deployment(), &failed_test).unwrap_err();
-        assert_eq!(err.status_code(), 422);
-        assert!(err.0.contains("/spec/replicas"), "{err}");
-        let missing = json!([{"op": "remove", "path": "/metadata/annotations/x"}]);
-        assert_eq!(
-            json_patch(&deployment(), &missing)
-                .unwrap_err()
-                .status_code(),
-            422
-        );
+        let cases = [
+            (
+                json!({"op": "test", "path": "/spec/replicas", "value": 2}),
+                "testing value /spec/replicas failed: test failed",
+            ),
+            (
+                json!({"op": "remove", "path": "/metadata/annotations/x"}),
+                "remove operation does not apply: doc is missing path: \"/metadata/annotations/x\": missing value",
+            ),
+            (
+                json!({"op": "remove", "path": "/metadata/labels/x"}),
+                "error in remove for path: '/metadata/labels/x': Unable to remove nonexistent key: x: missing value",
+            ),
+            (
+                json!({"op": "remove", "path": "/spec/template/spec/containers/5"}),
+                "error in remove for path: '/spec/template/spec/containers/5': Unable to access invalid index: 5: invalid index referenced",
+            ),
+            (
+                json!({"op": "add", "path": "/spec/x/y", "value": 1}),
+                "add operation does not apply: doc is missing path: \"/spec/x/y\": missing value",
+            ),
+            (
+                json!({"op": "replace", "path": "/spec/paused", "value": true}),
+                "replace operation does not apply: doc is missing key: /spec/paused: missing value",
+            ),
+            (
+                json!({"op": "replace", "path": "/status/x", "value": 1}),
+                "replace operation does not apply: doc is missing path: /status/x: missing value",
+            ),
+            (
+                json!({"op": "move", "from": "/nope", "path": "/x"}),
+                "move operation does not apply: doc is missing from path: /nope: missing value",
+            ),
+        ];
+        for (operation, message) in cases {
+            // A first operation that succeeds: the message describes the document it left.
+            let patch =
+                json!([{"op": "add", "path": "/metadata/labels/y", "value": "1"}, operation]);
+            let err = json_patch(&deployment(), &patch).unwrap_err();
+            assert_eq!(err.0, message);
+            assert_eq!(err.status_code(), 422);
+        }
         for malformed in [
             json!({"op": "add"}),
             json!([{"op": "frobnicate", "path": "/a"}]),

@@ -202,10 +202,12 @@ impl fmt::Display for Requirement {
 }
 
 /// A parsed label selector (`a=b,c!=d,e in (f,g),!h`): requirements sorted by key, all of
-/// which must hold. Empty matches everything. `Display` gives upstream's canonical string.
+/// which must hold. Empty matches everything; [`LabelSelector::nothing`] matches nothing.
+/// `Display` gives upstream's canonical string.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelector {
     requirements: Vec<Requirement>,
+    nothing: bool,
 }
 
 impl LabelSelector {
@@ -219,7 +221,10 @@ impl LabelSelector {
         }
         .parse()?;
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(LabelSelector { requirements })
+        Ok(LabelSelector {
+            requirements,
+            nothing: false,
+        })
     }
 
     /// From a `metav1.LabelSelector` (matchLabels and matchExpressions with In, NotIn,
@@ -245,7 +250,25 @@ impl LabelSelector {
             requirements.push(Requirement::new(&expression.key, operator, values)?);
         }
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(LabelSelector { requirements })
+        Ok(LabelSelector {
+            requirements,
+            nothing: false,
+        })
+    }
+
+    /// A selector that matches no labels at all (upstream `labels.Nothing()`; prints as
+    /// the empty string).
+    pub fn nothing() -> Self {
+        LabelSelector {
+            requirements: Vec::new(),
+            nothing: true,
+        }
+    }
+
+    /// From an optional `metav1.LabelSelector`: a null selector selects nothing, as
+    /// upstream's `LabelSelectorAsSelector(nil)` (a PodDisruptionBudget without selector).
+    pub fn from_meta_option(selector: Option<&MetaLabelSelector>) -> Result<Self, String> {
+        selector.map_or_else(|| Ok(Self::nothing()), Self::from_meta)
     }
 
     /// Selects exactly the given labels (`a=b` for each; upstream `SelectorFromSet`).
@@ -258,17 +281,20 @@ impl LabelSelector {
                 values: vec![value.clone()],
             })
             .collect();
-        LabelSelector { requirements }
+        LabelSelector {
+            requirements,
+            nothing: false,
+        }
     }
 
     /// Whether `labels` satisfy every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.requirements.iter().all(|r| r.matches(labels))
+        !self.nothing && self.requirements.iter().all(|r| r.matches(labels))
     }
 
-    /// Whether the selector has no requirement (and so matches everything).
+    /// Whether the selector restricts nothing (and so matches everything).
     pub fn is_empty(&self) -> bool {
-        self.requirements.is_empty()
+        !self.nothing && self.requirements.is_empty()
     }
 
     /// The requirements, sorted by key.
@@ -786,6 +812,19 @@ mod tests {
         assert!(err.ends_with(
             "values: Invalid value: []string{\"x\"}: values set must be empty for exists and does not exist]"
         ));
+    }
+
+    #[test]
+    fn nothing_matches_nothing() {
+        let nothing = LabelSelector::from_meta_option(None).expect("null selector");
+        assert!(!nothing.matches(&labels(&[])));
+        assert!(!nothing.matches(&labels(&[("a", "b")])));
+        assert!(!nothing.is_empty());
+        assert_eq!(nothing.to_string(), "");
+        let everything = LabelSelector::from_meta_option(Some(&MetaLabelSelector::default()))
+            .expect("empty selector");
+        assert!(everything.matches(&labels(&[("a", "b")])));
+        assert!(everything.is_empty());
     }
 
     #[test]

@@ -69,6 +69,43 @@ fn go_kind(value: &Value) -> &'static str {
     }
 }
 
+/// A JSON value printed as Go's `%v` prints its decoded form (`map[k:v]`, `[a b]`), as
+/// upstream's patch errors show values.
+struct GoFmt<'a>(&'a Value);
+
+impl std::fmt::Display for GoFmt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Value::Null => f.write_str("<nil>"),
+            Value::String(s) => f.write_str(s),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Number(n) => write!(f, "{n}"),
+            Value::Array(items) => {
+                f.write_str("[")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    write!(f, "{}", GoFmt(item))?;
+                }
+                f.write_str("]")
+            }
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                f.write_str("map[")?;
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    write!(f, "{key}:{}", GoFmt(&map[key]))?;
+                }
+                f.write_str("]")
+            }
+        }
+    }
+}
+
 /// The kind of list elements: lists must not mix kinds or nest lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -105,7 +142,8 @@ fn element_kind<'a>(lists: impl IntoIterator<Item = &'a [Value]>) -> Result<Kind
 
 fn no_merge_key(item: &Value, key: &str) -> PatchError {
     error(format!(
-        "map: {item} does not contain declared merge key: {key}"
+        "map: {} does not contain declared merge key: {key}",
+        GoFmt(item)
     ))
 }
 
@@ -282,10 +320,8 @@ impl<'a> Merger<'a> {
                 Some("delete") => Ok(Map::new()),
                 _ => Err(error(format!(
                     "unknown patch type: {} in map: {}",
-                    directive
-                        .as_str()
-                        .map_or_else(|| directive.to_string(), str::to_owned),
-                    Value::Object(patch.clone())
+                    GoFmt(directive),
+                    GoFmt(&Value::Object(patch.clone()))
                 ))),
             };
         }
@@ -489,10 +525,9 @@ fn split_special_elements(
                 }
                 _ => {
                     return Err(error(format!(
-                        "unknown patch type: {} in map: {item}",
-                        directive
-                            .as_str()
-                            .map_or_else(|| directive.to_string(), str::to_owned)
+                        "unknown patch type: {} in map: {}",
+                        GoFmt(directive),
+                        GoFmt(&item)
                     )));
                 }
             },
@@ -564,8 +599,8 @@ fn check_order(patch: &[Value], order: &[Value], merge_key: Option<&str>) -> Res
     if p < items.len() {
         return Err(error(format!(
             "The order in patch list:\n{}\n doesn't match {SET_ELEMENT_ORDER} list:\n{}\n",
-            Value::Array(patch.to_vec()),
-            Value::Array(order.to_vec())
+            GoFmt(&Value::Array(patch.to_vec())),
+            GoFmt(&Value::Array(order.to_vec()))
         )));
     }
     Ok(())
@@ -798,7 +833,7 @@ mod tests {
         for (patch, message) in [
             (
                 json!({"spec": {"strategy": {"$patch": "merge"}}}),
-                "unknown patch type: merge in map: {\"$patch\":\"merge\"}",
+                "unknown patch type: merge in map: map[$patch:merge]",
             ),
             (
                 json!({"spec": {"template": {"spec": {"containers": [{"name": "x", "$patch": "merge"}]}}}}),
@@ -806,7 +841,7 @@ mod tests {
             ),
             (
                 json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}}),
-                "map: {\"image\":\"x\"} does not contain declared merge key: name",
+                "map: map[image:x] does not contain declared merge key: name",
             ),
         ] {
             let err =
@@ -852,7 +887,10 @@ mod tests {
         }}}});
         let err =
             strategic_merge_patch(&builtin(), DEPLOYMENT, &deployment(), &mismatch).unwrap_err();
-        assert!(err.0.starts_with("The order in patch list:"), "{err}");
+        assert_eq!(
+            err.0,
+            "The order in patch list:\n[map[image:x name:log]]\n doesn't match $setElementOrder list:\n[map[name:web]]\n"
+        );
     }
 
     #[test]
@@ -886,6 +924,77 @@ mod tests {
             json!({"runAsUser": 1})
         );
         assert_eq!(patched["spec"]["paused"], true);
+    }
+
+    /// Results of `kubectl patch --local --type strategic` (upstream's strategicpatch) on
+    /// [`deployment`]: (patch, JSON pointer of the part compared, expected value).
+    #[test]
+    fn agrees_with_kubectl_patch_local() {
+        let containers = "/spec/template/spec/containers";
+        let cases = [
+            (
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "log", "image": "b2"}, {"name": "sidecar", "image": "envoy"}]}}}}),
+                containers,
+                json!([{"name": "web"}, {"name": "log"}, {"name": "sidecar"}]),
+            ),
+            (
+                json!({"spec": {"template": {"spec": {"$setElementOrder/containers": [{"name": "log"}, {"name": "new"}, {"name": "web"}],
+                                                    "containers": [{"name": "new", "image": "n"}]}}}}),
+                containers,
+                json!([{"name": "log"}, {"name": "new"}, {"name": "web"}]),
+            ),
+            (
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "env": [{"name": "D", "value": "4"}, {"name": "B", "value": "20"}]}]}}}}),
+                "/spec/template/spec/containers/0/env",
+                json!([{"name": "D", "value": "4"}, {"name": "A", "value": "1"}, {"name": "B", "value": "20"}, {"name": "C", "value": "3"}]),
+            ),
+            (
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "env": [{"name": "A", "$patch": "delete"}, {"name": "Z", "value": "z"}]}]}}}}),
+                "/spec/template/spec/containers/0/env",
+                json!([{"name": "Z", "value": "z"}, {"name": "B", "value": "2"}, {"name": "C", "value": "3"}]),
+            ),
+            (
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "ports": [{"containerPort": 80, "name": "http"}]}]}}}}),
+                "/spec/template/spec/containers/0/ports",
+                json!([{"containerPort": 80, "name": "http", "protocol": "TCP"}, {"containerPort": 443, "protocol": "TCP"}]),
+            ),
+            (
+                json!({"spec": {"template": {"spec": {"volumes": [{"name": "cfg", "configMap": {"name": "c"}},
+                                                                {"name": "data", "$retainKeys": ["name", "hostPath"], "hostPath": {"path": "/srv"}}]}}}}),
+                "/spec/template/spec/volumes",
+                json!([{"name": "cfg", "configMap": {"name": "c"}}, {"name": "data", "hostPath": {"path": "/srv"}}]),
+            ),
+            (
+                json!({"metadata": {"finalizers": ["example.com/b", "example.com/c"]}}),
+                "/metadata/finalizers",
+                json!(["example.com/a", "example.com/b", "example.com/c"]),
+            ),
+            (
+                json!({"metadata": {"$setElementOrder/finalizers": ["example.com/b", "example.com/a"]}}),
+                "/metadata/finalizers",
+                json!(["example.com/b", "example.com/a"]),
+            ),
+            (
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "log", "args": null}, {"$patch": "delete", "name": "web"}]}}}}),
+                containers,
+                json!([{"name": "log", "image": "busybox"}]),
+            ),
+        ];
+        for (patch, pointer, expected) in cases {
+            let patched = apply(&deployment(), patch.clone());
+            let mut actual = patched.pointer(pointer).cloned().unwrap_or(Value::Null);
+            if pointer == containers {
+                // Compare containers by name only, except where the case spells them out.
+                if let (Value::Array(items), Some(wanted)) = (&mut actual, expected.as_array()) {
+                    for (item, want) in items.iter_mut().zip(wanted) {
+                        if want.as_object().is_some_and(|w| w.len() == 1) {
+                            *item = json!({"name": item["name"].clone()});
+                        }
+                    }
+                }
+            }
+            assert_eq!(actual, expected, "{patch}");
+        }
     }
 
     /// Upstream's `mergeItem` test type as OpenAPI definitions.

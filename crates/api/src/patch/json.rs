@@ -5,34 +5,83 @@ use json_patch::{PatchErrorKind, PatchOperation};
 use serde_json::Value;
 
 use super::PatchError;
-use super::messages::{BAD_JSON_PATCH, BAD_MERGE_PATCH};
+use super::messages::{BAD_MERGE_PATCH, NOT_AN_OBJECT};
 
 /// The most operations upstream accepts in one JSON Patch (more is 413 Request Entity Too
 /// Large: `The allowed maximum operations in a JSON patch is 10000, got N`).
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
-fn decode(patch: &Value) -> Result<json_patch::Patch, PatchError> {
-    serde_json::from_value(patch.clone()).map_err(|e| PatchError(format!("{BAD_JSON_PATCH}{e}")))
+/// The operations of a patch document: a JSON array of objects, or a 400 error with the
+/// message of upstream's decoder.
+fn operations(patch: &Value) -> Result<&[Value], PatchError> {
+    let Value::Array(operations) = patch else {
+        return Err(PatchError(format!(
+            "{NOT_AN_OBJECT} {} into Go value of type jsonpatch.Patch",
+            super::go_kind(patch)
+        )));
+    };
+    if let Some(bad) = operations.iter().find(|o| !o.is_object()) {
+        return Err(PatchError(format!(
+            "{NOT_AN_OBJECT} {} into Go value of type jsonpatch.Operation",
+            super::go_kind(bad)
+        )));
+    }
+    Ok(operations)
 }
 
 /// The number of operations of an RFC 6902 document, so the server can refuse more than
-/// [`MAX_JSON_PATCH_OPERATIONS`]; a malformed document is a 400 error.
+/// [`MAX_JSON_PATCH_OPERATIONS`]; a document that is not an array of objects is a 400
+/// error.
 pub fn json_patch_operations(patch: &Value) -> Result<usize, PatchError> {
-    decode(patch).map(|p| p.0.len())
+    operations(patch).map(<[Value]>::len)
 }
 
-/// Applies an RFC 6902 patch document. A malformed document is a 400 error, a failed
-/// operation (missing path, failed `test`) a 422 one with upstream's message; the target is
-/// left untouched either way.
+/// Applies an RFC 6902 patch document, one operation after the other, as upstream
+/// (`evanphx/json-patch`): `replace` of a missing object key adds it. A document that is not
+/// an array of objects is a 400 error; an operation that fails (unknown `op`, missing path,
+/// failed `test`) a 422 one with upstream's message. The target is left untouched.
 pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
-    let operations = decode(patch)?;
     let mut document = target.clone();
-    for operation in operations.0.iter() {
-        if let Err(e) = json_patch::patch(&mut document, std::slice::from_ref(operation)) {
-            return Err(PatchError(failure_message(&document, operation, &e.kind)));
+    for raw in operations(patch)? {
+        let kind = raw.get("op").and_then(Value::as_str).unwrap_or_default();
+        let operation: PatchOperation = match serde_json::from_value(raw.clone()) {
+            Ok(operation) => operation,
+            Err(_) if !KNOWN_OPERATIONS.contains(&kind) => {
+                return Err(PatchError(format!("Unexpected kind: {kind}")));
+            }
+            Err(e) => {
+                return Err(PatchError(format!(
+                    "{kind} operation failed to decode: {e}"
+                )));
+            }
+        };
+        let operation = match operation {
+            PatchOperation::Replace(replace) if replaces_missing_key(&document, &replace) => {
+                PatchOperation::Add(json_patch::AddOperation {
+                    path: replace.path,
+                    value: replace.value,
+                })
+            }
+            other => other,
+        };
+        if let Err(e) = json_patch::patch(&mut document, std::slice::from_ref(&operation)) {
+            return Err(PatchError(failure_message(&document, &operation, &e.kind)));
         }
     }
     Ok(document)
+}
+
+const KNOWN_OPERATIONS: [&str; 6] = ["add", "remove", "replace", "move", "copy", "test"];
+
+/// A `replace` whose parent is an object that lacks the key (upstream adds it).
+fn replaces_missing_key(document: &Value, replace: &json_patch::ReplaceOperation) -> bool {
+    let (Some(parent), Some(key)) = (replace.path.parent(), replace.path.last()) else {
+        return false;
+    };
+    match document.pointer(parent.as_str()) {
+        Some(Value::Object(map)) => !map.contains_key(key.decoded().as_ref()),
+        _ => false,
+    }
 }
 
 /// Upstream's message (`evanphx/json-patch`) for an operation that failed on `document`.
@@ -50,10 +99,25 @@ fn failure_message(document: &Value, operation: &PatchOperation, kind: &PatchErr
     let missing_from = |verb: &str, from: &str| {
         format!("{verb} operation does not apply: doc is missing from path: {from}: missing value")
     };
+    let from_parent_exists = |from: &json_patch::jsonptr::Pointer| {
+        from.parent()
+            .is_some_and(|p| document.pointer(p.as_str()).is_some())
+    };
     match (operation, parent) {
         (PatchOperation::Test(_), _) => format!("testing value {path} failed: test failed"),
         (PatchOperation::Move(m), _) if matches!(kind, PatchErrorKind::InvalidFromPointer) => {
-            missing_from("move", m.from.as_str())
+            if from_parent_exists(&m.from) {
+                let key = m
+                    .from
+                    .last()
+                    .map(|t| t.decoded().into_owned())
+                    .unwrap_or_default();
+                format!(
+                    "error in move for path: '{key}': Unable to remove nonexistent key: {key}: missing value"
+                )
+            } else {
+                missing_from("move", m.from.as_str())
+            }
         }
         (PatchOperation::Copy(c), _) if matches!(kind, PatchErrorKind::InvalidFromPointer) => {
             missing_from("copy", c.from.as_str())
@@ -77,12 +141,12 @@ fn failure_message(document: &Value, operation: &PatchOperation, kind: &PatchErr
                 "error in {verb} for path: '{path}': Unable to access invalid index: {key}: invalid index referenced"
             )
         }
+        (PatchOperation::Replace(_), Some(Value::Array(_))) => {
+            format!("replace operation does not apply: doc is missing key: {path}: missing value")
+        }
         (PatchOperation::Remove(_), Some(_)) => format!(
             "error in remove for path: '{path}': Unable to remove nonexistent key: {key}: missing value"
         ),
-        (PatchOperation::Replace(_), Some(_)) => {
-            format!("replace operation does not apply: doc is missing key: {path}: missing value")
-        }
         _ => format!("{kind} at path '{path}'"),
     }
 }
@@ -168,8 +232,8 @@ mod tests {
                 "add operation does not apply: doc is missing path: \"/spec/x/y\": missing value",
             ),
             (
-                json!({"op": "replace", "path": "/spec/paused", "value": true}),
-                "replace operation does not apply: doc is missing key: /spec/paused: missing value",
+                json!({"op": "replace", "path": "/spec/template/spec/containers/7", "value": {}}),
+                "replace operation does not apply: doc is missing key: /spec/template/spec/containers/7: missing value",
             ),
             (
                 json!({"op": "replace", "path": "/status/x", "value": 1}),
@@ -177,8 +241,13 @@ mod tests {
             ),
             (
                 json!({"op": "move", "from": "/nope", "path": "/x"}),
-                "move operation does not apply: doc is missing from path: /nope: missing value",
+                "error in move for path: 'nope': Unable to remove nonexistent key: nope: missing value",
             ),
+            (
+                json!({"op": "move", "from": "/a/b", "path": "/x"}),
+                "move operation does not apply: doc is missing from path: /a/b: missing value",
+            ),
+            (json!({"op": "frob", "path": "/x"}), "Unexpected kind: frob"),
         ];
         for (operation, message) in cases {
             // A first operation that succeeds: the message describes the document it left.
@@ -188,15 +257,32 @@ mod tests {
             assert_eq!(err.0, message);
             assert_eq!(err.status_code(), 422);
         }
-        for malformed in [
-            json!({"op": "add"}),
-            json!([{"op": "frobnicate", "path": "/a"}]),
-            json!([{"path": "/a"}]),
-        ] {
-            let err = json_patch(&deployment(), &malformed).unwrap_err();
+        let malformed = [
+            (
+                json!({"op": "add"}),
+                "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+            ),
+            (
+                json!([1]),
+                "json: cannot unmarshal number into Go value of type jsonpatch.Operation",
+            ),
+        ];
+        for (patch, message) in malformed {
+            let err = json_patch(&deployment(), &patch).unwrap_err();
+            assert_eq!(err.0, message);
             assert_eq!(err.status_code(), 400, "{err}");
-            assert!(err.0.starts_with("invalid JSON Patch document: "), "{err}");
+            assert_eq!(json_patch_operations(&patch), Err(err));
         }
+        // An operation without a path fails when it is reached, as upstream.
+        let err = json_patch(&deployment(), &json!([{"op": "add"}])).unwrap_err();
+        assert_eq!(err.status_code(), 422, "{err}");
+    }
+
+    #[test]
+    fn replace_of_a_missing_key_adds_it_as_upstream() {
+        let patch = json!([{"op": "replace", "path": "/spec/paused", "value": true}]);
+        let patched = json_patch(&deployment(), &patch).expect("applies");
+        assert_eq!(patched["spec"]["paused"], true);
     }
 
     #[test]

@@ -26,7 +26,6 @@ pub(crate) mod messages {
     pub const BAD_RETAIN_KEYS: &str = "invalid patch format of retainKeys";
     pub const BAD_SET_ELEMENT_ORDER: &str = "invalid patch format of setElementOrder list";
     pub const NOT_AN_OBJECT: &str = "json: cannot unmarshal";
-    pub const BAD_JSON_PATCH: &str = "invalid JSON Patch document: ";
 }
 
 impl PatchError {
@@ -40,14 +39,24 @@ impl PatchError {
             BAD_RETAIN_KEYS,
             BAD_SET_ELEMENT_ORDER,
         ];
-        if exact.contains(&self.0.as_str())
-            || self.0.starts_with(NOT_AN_OBJECT)
-            || self.0.starts_with(BAD_JSON_PATCH)
-        {
+        if exact.contains(&self.0.as_str()) || self.0.starts_with(NOT_AN_OBJECT) {
             400
         } else {
             422
         }
+    }
+}
+
+/// The JSON kind as Go's decoder names it in its errors (`cannot unmarshal array into ...`).
+fn go_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
 }
 

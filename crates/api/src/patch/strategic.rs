@@ -43,7 +43,7 @@ pub fn strategic_merge_patch(
     let Value::Object(patch) = patch else {
         return Err(error(format!(
             "{NOT_AN_OBJECT} {} into Go value of type map[string]interface {{}}",
-            go_kind(patch)
+            super::go_kind(patch)
         )));
     };
     let original = match target {
@@ -55,18 +55,6 @@ pub fn strategic_merge_patch(
     merger
         .merge_map(original, patch.clone(), schema)
         .map(Value::Object)
-}
-
-/// The JSON kind as Go's decoder names it in its errors.
-fn go_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// A JSON value printed as Go's `%v` prints its decoded form (`map[k:v]`, `[a b]`), as

@@ -985,6 +985,62 @@ mod tests {
         }
     }
 
+    /// `kubectl patch --local` results on a Service and a Pod.
+    #[test]
+    fn agrees_with_kubectl_on_services_and_pods() {
+        let schemas = builtin();
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+            "spec": {"selector": {"app": "web"}, "ports": [
+                {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"},
+                {"name": "https", "port": 443, "protocol": "TCP"}]}});
+        let patch = json!({"spec": {"ports": [{"port": 8443, "name": "alt"}, {"port": 80, "targetPort": 9090}]}});
+        let patched =
+            strategic_merge_patch(&schemas, "io.k8s.api.core.v1.Service", &service, &patch)
+                .expect("applies");
+        assert_eq!(
+            patched["spec"]["ports"],
+            json!([{"name": "alt", "port": 8443},
+                   {"name": "http", "port": 80, "protocol": "TCP", "targetPort": 9090},
+                   {"name": "https", "port": 443, "protocol": "TCP"}])
+        );
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "a", "uid": "u1"}]},
+            "spec": {"containers": [{"name": "c", "image": "i", "volumeMounts": [{"name": "v", "mountPath": "/a"}]}],
+                     "tolerations": [{"key": "k", "operator": "Exists"}],
+                     "imagePullSecrets": [{"name": "r1"}],
+                     "hostAliases": [{"ip": "1.1.1.1", "hostnames": ["a"]}]}});
+        let patch = json!({
+            "metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Y", "name": "b", "uid": "u2"}]},
+            "spec": {"tolerations": [{"key": "z", "operator": "Exists"}],
+                     "imagePullSecrets": [{"name": "r2"}],
+                     "hostAliases": [{"ip": "1.1.1.1", "hostnames": ["b"]}],
+                     "containers": [{"name": "c", "volumeMounts": [{"name": "w", "mountPath": "/b"}]}]}});
+        let patched = strategic_merge_patch(&schemas, "io.k8s.api.core.v1.Pod", &pod, &patch)
+            .expect("applies");
+        assert_eq!(
+            patched["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "v1", "kind": "Y", "name": "b", "uid": "u2"},
+                   {"apiVersion": "v1", "kind": "X", "name": "a", "uid": "u1"}])
+        );
+        let spec = &patched["spec"];
+        assert_eq!(
+            spec["tolerations"],
+            json!([{"key": "z", "operator": "Exists"}])
+        );
+        assert_eq!(
+            spec["imagePullSecrets"],
+            json!([{"name": "r2"}, {"name": "r1"}])
+        );
+        assert_eq!(
+            spec["hostAliases"],
+            json!([{"ip": "1.1.1.1", "hostnames": ["b"]}])
+        );
+        assert_eq!(
+            spec["containers"][0]["volumeMounts"],
+            json!([{"name": "w", "mountPath": "/b"}, {"name": "v", "mountPath": "/a"}])
+        );
+    }
+
     /// Upstream's `mergeItem` test type as OpenAPI definitions.
     fn merge_item_schemas() -> Schemas {
         let merge_list = |strategy: &str| {

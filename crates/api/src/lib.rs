@@ -14,3 +14,8 @@ pub mod names;
 pub mod patch;
 pub mod schema;
 pub mod selector;
+pub mod validation;
+
+pub mod apps;
+
+mod pending;

@@ -18,4 +18,5 @@ pub mod validation;
 
 pub mod apps;
 
+pub mod batch;
 mod pending;

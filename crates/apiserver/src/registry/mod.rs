@@ -227,6 +227,18 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Whether a PUT of a missing object creates it (upstream's AllowCreateOnUpdate: true
+    /// for endpoints, events, leases, limitranges, ...). Default: 404.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// Whether an immediate DELETE answers with the deleted object rather than a Status
+    /// (upstream's `ReturnDeletedObject`: pods, serviceaccounts, ...). Default: Status.
+    fn return_deleted_object(&self) -> bool {
+        false
+    }
+
     /// Subresources with their own handlers.
     fn subresources(&self) -> Vec<Arc<dyn Subresource>> {
         Vec::new()
@@ -316,6 +328,8 @@ pub trait Kind: Send + Sync {
     fn status_subresource(&self) -> bool;
     fn bumps_generation(&self) -> bool;
     fn scale(&self) -> Option<&ScaleSpec>;
+    fn allow_create_on_update(&self) -> bool;
+    fn return_deleted_object(&self) -> bool;
     fn subresources(&self) -> &[Arc<dyn Subresource>];
 
     /// Reads `object` through the typed form. Returns it re-encoded (fields the type

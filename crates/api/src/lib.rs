@@ -16,3 +16,9 @@ pub mod names;
 pub mod patch;
 pub mod schema;
 pub mod selector;
+pub mod validation;
+
+pub mod apps;
+
+pub mod batch;
+mod pending;

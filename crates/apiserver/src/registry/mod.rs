@@ -152,7 +152,7 @@ pub trait Objects: Send + Sync {
         resource: &GroupResource,
         namespace: Option<&str>,
         name: &str,
-        mutate: &mut (dyn FnMut(&mut Value) -> Result<(), ApiError> + Send),
+        mutate: &mut (dyn for<'v> FnMut(&'v mut Value) -> Result<(), ApiError> + Send),
     ) -> Result<Value, ApiError>;
 
     /// Deletes with the kind's delete rules; `grace_period_seconds` as DeleteOptions'.

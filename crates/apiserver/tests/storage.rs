@@ -409,24 +409,6 @@ async fn sqlite_keeps_acknowledged_writes_across_reopen() {
     assert_eq!(listed.revision, 51);
 }
 
-/// Revisions stay monotonic when compaction removed the newest rows (a delete).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_revisions_survive_compaction_of_the_newest_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
-    let deleted = {
-        let s = Sqlite::open(&path, SqliteOptions::default()).unwrap();
-        s.create(&pod("ns", "a"), vec![]).await.unwrap();
-        let deleted = s.delete(&pod("ns", "a"), None).await.unwrap();
-        s.compact(deleted.mod_revision).await.unwrap();
-        deleted
-    };
-    let s = Sqlite::open(&path, SqliteOptions::default()).unwrap();
-    assert_eq!(s.current_revision().await.unwrap(), deleted.mod_revision);
-    let next = s.create(&pod("ns", "a"), vec![]).await.unwrap();
-    assert_eq!(next.mod_revision, deleted.mod_revision + 1);
-}
-
 /// Sequential creates and gets per second on each backend (a quick figure; the bench
 /// binary measures the rest): `cargo test -p skiff-apiserver --test storage -- --ignored
 /// --nocapture throughput`.

@@ -455,8 +455,8 @@ mod tests {
         let mut fast = cache.watch("/registry/pods/", start).await.unwrap();
         let mut written = Vec::new();
         for i in 0..10 {
-            let kv = cache.create(&format!("/registry/pods/ns/p{i}"), vec![i]);
-            written.push(kv.await.unwrap());
+            let key = format!("/registry/pods/ns/p{i}");
+            written.push(cache.create(&key, vec![i]).await.unwrap());
             assert_eq!(next_event(&mut fast).await.kv, written[i as usize]);
         }
         // The slow watcher gets what it had buffered, then its stream ends.
@@ -479,8 +479,8 @@ mod tests {
         let mut first = cache.watch("/registry/pods/", start).await.unwrap();
         let mut written = Vec::new();
         for i in 0..10 {
-            let kv = cache.create(&format!("/registry/pods/ns/p{i}"), vec![i]);
-            written.push(kv.await.unwrap());
+            let key = format!("/registry/pods/ns/p{i}");
+            written.push(cache.create(&key, vec![i]).await.unwrap());
         }
         for kv in &written {
             assert_eq!(&next_event(&mut first).await.kv, kv);

@@ -17,8 +17,8 @@ pub(super) type Job = Box<dyn FnOnce(&mut Writer) + Send>;
 
 /// The tables: `log` holds every kept write (kine's layout: a delete is a row with
 /// `deleted = 1` carrying the last value), `current` the revision of each live key's
-/// latest write, `meta` the compacted revision. `AUTOINCREMENT` keeps the revision
-/// counter (in `sqlite_sequence`) monotonic even when compaction removes the newest rows.
+/// latest write, `meta` the compacted revision. With `AUTOINCREMENT` the revision
+/// counter (in `sqlite_sequence`) never goes back, whatever rows compaction removes.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS log (
     revision INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -9,6 +9,8 @@
 //!   busybox-static; [`push`] uploads an image to a registry.
 //! - [`TlsTunnel`] (async): plain TCP in, verified TLS out, for the [`stream`] clients
 //!   against the kubelet's HTTPS port.
+//! - [`Etcd`]: a single-member etcd (Debian's etcd-server) on free loopback ports with a
+//!   temporary data directory, removed on drop.
 //! - [`Proxy`]: a TCP proxy that slows down or stalls a server's responses ([`Throttle`]).
 //! - [`Node`]: a running `skiff kubelet` (on its embedded runtime or on a private
 //!   containerd, [`NodeRuntime`]) with its own directories, CNI network, read-only and
@@ -24,6 +26,7 @@
 //! and, with care for blocking, from `#[tokio::test]`.
 
 pub mod cri;
+mod etcd;
 mod file_server;
 mod image;
 mod node;
@@ -36,6 +39,7 @@ mod sys;
 mod tls_tunnel;
 mod token;
 
+pub use etcd::Etcd;
 pub use file_server::FileServer;
 pub use image::{
     ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,

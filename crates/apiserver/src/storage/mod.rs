@@ -7,9 +7,22 @@
 //!
 //! Two backends implement [`Storage`]: `sqlite` (default, one file, WAL, durable before the
 //! reply) and `etcd` (etcd v3 through `etcd-client`; revisions are etcd's). [`watch_cache`]
-//! keeps a window of recent events per resource in memory and fans them out to watchers.
+//! keeps a window of recent events per resource in memory and fans them out to watchers;
+//! [`open`] builds the configured backend behind it and starts the periodic compaction.
 
 use futures::stream::BoxStream;
+
+pub mod compactor;
+pub mod etcd;
+mod open;
+pub mod sqlite;
+pub mod watch_cache;
+
+pub use open::{StorageConfig, open};
+
+/// The default largest value a write takes: etcd's `--max-request-bytes` default
+/// (1.5 MiB), so that both backends refuse the same objects.
+pub const DEFAULT_MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 /// A store-wide revision (etcd's revision): each write gets the next one. 0 is "before any
 /// write".
@@ -142,4 +155,53 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Forgets history before `revision` (values of older revisions and deleted keys).
     async fn compact(&self, revision: Revision) -> Result<()>;
+}
+
+/// The smallest key greater than every key starting with `prefix` (etcd's range end for
+/// a prefix): the last character incremented, as `/registry/pods/` → `/registry/pods0`.
+/// `None` when no such key exists (an empty prefix, or one made only of `char::MAX`).
+pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        // The next scalar value, skipping the surrogate gap.
+        let next = (last as u32 + 1..=char::MAX as u32).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+/// Fails with [`StorageError::TooLarge`] when `value` is over `limit` bytes.
+pub(crate) fn check_size(value: &[u8], limit: usize) -> Result<()> {
+    if value.len() > limit {
+        return Err(StorageError::TooLarge {
+            size: value.len(),
+            limit,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_increments_the_last_character() {
+        assert_eq!(prefix_end("/registry/pods/").as_deref(), Some("/registry/pods0"));
+        assert_eq!(prefix_end("a\u{d7ff}").as_deref(), Some("a\u{e000}"));
+        assert_eq!(prefix_end("a\u{10ffff}").as_deref(), Some("b"));
+        assert_eq!(prefix_end(""), None);
+    }
+
+    #[test]
+    fn check_size_refuses_values_over_the_limit() {
+        assert!(check_size(&[0; 4], 4).is_ok());
+        assert_eq!(
+            check_size(&[0; 5], 4),
+            Err(StorageError::TooLarge { size: 5, limit: 4 })
+        );
+    }
 }

@@ -1,0 +1,44 @@
+//! Periodic compaction, as the upstream API server's compactor
+//! (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/compact.go`): every interval (5
+//! minutes upstream and by default here), compact to the revision seen at the previous
+//! tick, so at least one interval of history stays available to watches and paginated
+//! lists, and older history does not grow without bound.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::{Revision, Storage};
+
+/// Upstream's `--etcd-compaction-interval` default.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5 * 60);
+
+/// Starts compacting `storage` every `interval`; the task ends when `storage` is dropped.
+pub fn spawn(storage: &Arc<dyn Storage>, interval: Duration) -> tokio::task::JoinHandle<()> {
+    let storage: Weak<dyn Storage> = Arc::downgrade(storage);
+    tokio::spawn(async move {
+        let mut previous: Option<Revision> = None;
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let Some(storage) = storage.upgrade() else {
+                return;
+            };
+            let current = match storage.current_revision().await {
+                Ok(current) => current,
+                Err(e) => {
+                    tracing::warn!(error = %e, "compaction: cannot read the current revision");
+                    continue;
+                }
+            };
+            if let Some(revision) = previous.filter(|&revision| revision > 0) {
+                match storage.compact(revision).await {
+                    Ok(()) => tracing::debug!(revision, "compacted"),
+                    Err(e) => tracing::warn!(revision, error = %e, "compaction failed"),
+                }
+            }
+            previous = Some(current);
+        }
+    })
+}

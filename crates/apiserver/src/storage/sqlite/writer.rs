@@ -1,0 +1,245 @@
+//! The one writer: a connection on its own thread that runs each write as one `IMMEDIATE`
+//! transaction, committed (WAL fsync'd, `synchronous=FULL`) before the write is answered,
+//! then publishes the write's event to the in-process watchers.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use tokio::sync::broadcast;
+
+use super::{db_error, read};
+use crate::storage::{Event, EventType, KeyValue, Result, Revision, StorageError};
+
+/// A write to run on the writer thread.
+pub(super) type Job = Box<dyn FnOnce(&mut Writer) + Send>;
+
+/// The tables: `log` holds every kept write (kine's layout: a delete is a row with
+/// `deleted = 1` carrying the last value), `current` the revision of each live key's
+/// latest write, `meta` the compacted revision. With `AUTOINCREMENT` the revision
+/// counter (in `sqlite_sequence`) never goes back, whatever rows compaction removes.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS log (
+    revision INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    value BLOB NOT NULL,
+    create_revision INTEGER NOT NULL,
+    prev_revision INTEGER NOT NULL,
+    deleted INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS log_key_revision ON log (key, revision);
+CREATE TABLE IF NOT EXISTS current (
+    key TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// The writer's connection and what it publishes.
+pub(super) struct Writer {
+    conn: Connection,
+    /// The last committed revision, also published to readers through `published`.
+    revision: Revision,
+    published: Arc<AtomicI64>,
+    events: broadcast::Sender<Arc<Event>>,
+}
+
+impl Writer {
+    /// Opens (creating if needed) the database at `path` in WAL mode with
+    /// `synchronous=FULL`, and creates the tables.
+    pub(super) fn open(
+        path: &Path,
+        published: Arc<AtomicI64>,
+        events: broadcast::Sender<Arc<Event>>,
+    ) -> Result<Writer> {
+        let conn = Connection::open(path).map_err(db_error)?;
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(db_error)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StorageError::Unavailable(format!(
+                "SQLite: {} cannot use the WAL journal (mode {mode})",
+                path.display()
+            )));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db_error)?;
+        conn.busy_timeout(read::BUSY_TIMEOUT).map_err(db_error)?;
+        conn.execute_batch(SCHEMA).map_err(db_error)?;
+        let revision = read::current_revision(&conn)?;
+        published.store(revision, Ordering::Release);
+        Ok(Writer {
+            conn,
+            revision,
+            published,
+            events,
+        })
+    }
+
+    /// Runs jobs until every sender is gone.
+    pub(super) fn run(mut self, jobs: std::sync::mpsc::Receiver<Job>) {
+        for job in jobs {
+            job(&mut self);
+        }
+    }
+
+    pub(super) fn create(&mut self, key: String, value: Vec<u8>) -> Result<KeyValue> {
+        self.apply(key, |key, current, revision| {
+            if current.is_some() {
+                return Err(StorageError::AlreadyExists(key));
+            }
+            Ok(Event {
+                kind: EventType::Added,
+                kv: KeyValue {
+                    key,
+                    value,
+                    create_revision: revision,
+                    mod_revision: revision,
+                },
+                prev: None,
+            })
+        })
+    }
+
+    pub(super) fn update(
+        &mut self,
+        key: String,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> Result<KeyValue> {
+        self.apply(key, |key, current, revision| {
+            let prev = expect(key, current, Some(expected))?;
+            Ok(Event {
+                kind: EventType::Modified,
+                kv: KeyValue {
+                    key: prev.key.clone(),
+                    value,
+                    create_revision: prev.create_revision,
+                    mod_revision: revision,
+                },
+                prev: Some(prev),
+            })
+        })
+    }
+
+    pub(super) fn delete(&mut self, key: String, expected: Option<Revision>) -> Result<KeyValue> {
+        self.apply(key, |key, current, revision| {
+            let prev = expect(key, current, expected)?;
+            Ok(Event {
+                kind: EventType::Deleted,
+                kv: KeyValue {
+                    mod_revision: revision,
+                    ..prev.clone()
+                },
+                prev: Some(prev),
+            })
+        })
+    }
+
+    /// Removes history before `revision`: every row older than it but the latest version
+    /// (at `revision`) of each key that was live then, so that reads at `revision` and
+    /// watches after it still work. Compacting to an already compacted revision does
+    /// nothing; a revision after the current one is refused, as etcd does.
+    pub(super) fn compact(&mut self, revision: Revision) -> Result<()> {
+        if revision > self.revision {
+            return Err(StorageError::Unavailable(format!(
+                "cannot compact to revision {revision}: it is after the current revision {}",
+                self.revision
+            )));
+        }
+        let tx = self.transaction()?;
+        if revision <= read::compacted_revision(&tx)? {
+            return Ok(());
+        }
+        tx.execute(
+            "DELETE FROM log WHERE revision < ?1 AND (deleted = 1 OR EXISTS (
+                 SELECT 1 FROM log AS newer WHERE newer.key = log.key
+                     AND newer.revision > log.revision AND newer.revision <= ?1))",
+            [revision],
+        )
+        .map_err(db_error)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (name, value) VALUES ('compacted', ?1)",
+            [revision],
+        )
+        .map_err(db_error)?;
+        tx.commit().map_err(db_error)
+    }
+
+    /// One write of `key`: `decide` turns the key's current value and the next revision
+    /// into the write's event (or refuses), which is recorded and committed in one
+    /// transaction, then published.
+    fn apply(
+        &mut self,
+        key: String,
+        decide: impl FnOnce(String, Option<KeyValue>, Revision) -> Result<Event>,
+    ) -> Result<KeyValue> {
+        let revision = self.revision + 1;
+        let tx = self.transaction()?;
+        let current = read::get(&tx, &key)?;
+        let event = decide(key, current, revision)?;
+        record(&tx, &event)?;
+        tx.commit().map_err(db_error)?;
+        self.revision = revision;
+        self.published.store(revision, Ordering::Release);
+        let kv = event.kv.clone();
+        if self.events.receiver_count() > 0 {
+            // No receiver is fine: nobody watches.
+            let _ = self.events.send(Arc::new(event));
+        }
+        Ok(kv)
+    }
+
+    fn transaction(&mut self) -> Result<Transaction<'_>> {
+        self.conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_error)
+    }
+}
+
+/// The current value of `key` if it exists and (when given) was last written at
+/// `expected`.
+fn expect(key: String, current: Option<KeyValue>, expected: Option<Revision>) -> Result<KeyValue> {
+    let current = current.ok_or_else(|| StorageError::NotFound(key.clone()))?;
+    match expected {
+        Some(expected) if expected != current.mod_revision => Err(StorageError::Conflict {
+            key,
+            expected,
+            current: current.mod_revision,
+        }),
+        _ => Ok(current),
+    }
+}
+
+/// Appends `event` to the log and points `current` at it (or drops the key).
+fn record(tx: &Transaction<'_>, event: &Event) -> Result<()> {
+    let kv = &event.kv;
+    let deleted = event.kind == EventType::Deleted;
+    tx.execute(
+        "INSERT INTO log (revision, key, value, create_revision, prev_revision, deleted)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            kv.mod_revision,
+            kv.key,
+            kv.value,
+            kv.create_revision,
+            event.prev.as_ref().map_or(0, |prev| prev.mod_revision),
+            deleted
+        ],
+    )
+    .map_err(db_error)?;
+    let pointed = if deleted {
+        tx.execute("DELETE FROM current WHERE key = ?1", [&kv.key])
+    } else {
+        tx.execute(
+            "INSERT OR REPLACE INTO current (key, revision) VALUES (?1, ?2)",
+            params![kv.key, kv.mod_revision],
+        )
+    };
+    pointed.map_err(db_error)?;
+    Ok(())
+}

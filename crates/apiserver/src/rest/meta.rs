@@ -77,11 +77,12 @@ pub fn prepare_create(kind: &dyn Kind, object: &mut Value) -> Result<(), ApiErro
     set_meta(object, "creationTimestamp", Some(object::now().into()));
     let generation = kind.bumps_generation().then(|| Value::from(1));
     set_meta(object, "generation", generation);
-    if meta_str(object, "name").unwrap_or_default().is_empty() {
-        if let Some(prefix) = meta_str(object, "generateName").filter(|p| !p.is_empty()) {
-            let name = generate_name(prefix);
-            set_meta(object, "name", Some(name.into()));
-        }
+    let generated = meta_str(object, "generateName")
+        .filter(|prefix| !prefix.is_empty())
+        .filter(|_| meta_str(object, "name").unwrap_or_default().is_empty())
+        .map(generate_name);
+    if let Some(name) = generated {
+        set_meta(object, "name", Some(name.into()));
     }
     Ok(())
 }

@@ -569,10 +569,10 @@ fn propagation_finalizers(
         }
     };
     finalizers.retain(|f| !remove.contains(&f.as_str()));
-    if let Some(add) = add {
-        if !finalizers.iter().any(|f| f == add) {
-            finalizers.push(add.to_owned());
-        }
+    if let Some(add) = add
+        && !finalizers.iter().any(|f| f == add)
+    {
+        finalizers.push(add.to_owned());
     }
     Ok(())
 }

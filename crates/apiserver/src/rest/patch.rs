@@ -98,7 +98,7 @@ pub async fn serve(call: &Call, target: Target, request: Request) -> Result<Resp
             current,
             &document,
         )?;
-        let (object, found) = call.decode_object(patched)?;
+        let (object, found) = call.decode_object(patched, &[])?;
         warnings = found;
         Ok(object)
     };

@@ -529,7 +529,21 @@ async fn bad_input_is_rejected_and_nothing_is_stored() {
     assert_eq!(strict.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         strict.body["message"],
-        r#"strict decoding error: unknown field "spec""#
+        r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "spec""#
+    );
+    let twice = r#"{"metadata":{"name":"d"},"data":{"k":"v","k":"w"}}"#;
+    let duplicate = send(
+        &app,
+        "POST",
+        &format!("{CMS}?fieldValidation=Strict"),
+        twice,
+    )
+    .await;
+    assert_eq!(duplicate.status, StatusCode::BAD_REQUEST);
+    let message = duplicate.body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.ends_with(r#"strict decoding error: duplicate field "data.k""#),
+        "{message}"
     );
     let list = send(&app, "GET", CMS, "").await.body;
     assert_eq!(list["items"], json!([]), "nothing partial is stored");

@@ -700,3 +700,27 @@ async fn selectors_filter_lists_and_deletecollection() {
     let left = send(&app, "GET", CMS, "").await.body;
     assert_eq!(left["items"].as_array().map(Vec::len), Some(2));
 }
+
+#[tokio::test]
+async fn custom_subresources_reach_other_objects() {
+    let (app, _) = server().await;
+    let pod = r#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+    let created = send(&app, "POST", PODS, pod).await.body;
+    let binding = r#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"p"},"target":{"kind":"Node","name":"n1"}}"#;
+    let bound = send(&app, "POST", &format!("{PODS}/p/binding"), binding).await;
+    assert_eq!(bound.status, StatusCode::OK, "{}", bound.body);
+    let got = send(&app, "GET", &format!("{PODS}/p"), "").await.body;
+    assert_eq!(got["spec"]["nodeName"], "n1");
+    assert_ne!(
+        got["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    let missing = send(&app, "POST", &format!("{PODS}/nope/binding"), binding).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        send(&app, "POST", &format!("{PODS}/p/other"), "{}")
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+}

@@ -180,7 +180,10 @@ impl Documents {
                 let group_version = group_version(group.name, version);
                 let list = APIResourceList {
                     group_version: group_version.clone(),
-                    resources: kinds.iter().flat_map(|k| api_resources(k.as_ref())).collect(),
+                    resources: kinds
+                        .iter()
+                        .flat_map(|k| api_resources(k.as_ref()))
+                        .collect(),
                 };
                 resources.insert(group_version, Document::json(&list));
             }
@@ -562,7 +565,8 @@ mod tests {
 
     #[tokio::test]
     async fn aggregated_discovery_answers_the_version_asked() {
-        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+        let v2 =
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
         let (status, headers, list) = get("/apis", Some(v2)).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(

@@ -35,6 +35,15 @@ impl std::fmt::Display for GroupResource {
     }
 }
 
+/// `Deployment.apps`, or `Pod` for the core group (upstream `GroupKind.String()`).
+fn qualified_kind(group: &str, kind: &str) -> String {
+    if group.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}.{group}")
+    }
+}
+
 /// An error answered as a `metav1.Status` (kind Status, status Failure).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
@@ -103,8 +112,9 @@ impl ApiError {
         )
     }
 
-    /// 422 `Pod "x" is invalid: <errors>` with one cause per field error. `kind` is the
-    /// kind (`Pod`), `group` its API group.
+    /// 422 `Pod "x" is invalid: <errors>` (`Deployment.apps "x" ...` for named groups, as
+    /// upstream's GroupKind) with one cause per field error. `kind` is the kind (`Pod`),
+    /// `group` its API group.
     pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let causes = errors
             .iter()
@@ -117,7 +127,11 @@ impl ApiError {
         ApiError {
             code: 422,
             reason: "Invalid",
-            message: format!("{kind} {name:?} is invalid: {}", field::aggregate(errors)),
+            message: format!(
+                "{} {name:?} is invalid: {}",
+                qualified_kind(group, kind),
+                field::aggregate(errors)
+            ),
             details: Some(StatusDetails {
                 name: Some(name.to_owned()),
                 group: Some(group.to_owned()).filter(|g| !g.is_empty()),

@@ -6,6 +6,10 @@
 //! validation, status/scale rules, tables) → [`storage`] (revisioned key-value store and
 //! the watch cache). [`discovery`] and [`openapi`] describe what [`registry`] serves.
 
+// ApiError carries a whole metav1.Status (details and causes), as upstream's StatusError;
+// every fallible API path returns it by value.
+#![allow(clippy::result_large_err)]
+
 pub mod authn;
 pub mod bootstrap;
 pub mod config;

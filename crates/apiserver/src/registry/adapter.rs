@@ -90,6 +90,10 @@ impl<S: Strategy> Kind for Adapter<S> {
         self.scale.as_ref()
     }
 
+    fn name_rule(&self) -> skiff_api::names::ValidateNameFn {
+        self.strategy.name_rule()
+    }
+
     fn allow_create_on_update(&self) -> bool {
         self.strategy.allow_create_on_update()
     }

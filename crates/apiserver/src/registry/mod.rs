@@ -227,6 +227,13 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// The rule `metadata.name` (and generateName) must follow, upstream's per-kind
+    /// ValidateNameFunc. Default: DNS-1123 subdomain; namespaces use DNS-1123 labels,
+    /// services DNS-1035 labels.
+    fn name_rule(&self) -> skiff_api::names::ValidateNameFn {
+        skiff_api::names::name_is_dns_subdomain
+    }
+
     /// Whether a PUT of a missing object creates it (upstream's AllowCreateOnUpdate: true
     /// for endpoints, events, leases, limitranges, ...). Default: 404.
     fn allow_create_on_update(&self) -> bool {
@@ -328,6 +335,7 @@ pub trait Kind: Send + Sync {
     fn status_subresource(&self) -> bool;
     fn bumps_generation(&self) -> bool;
     fn scale(&self) -> Option<&ScaleSpec>;
+    fn name_rule(&self) -> skiff_api::names::ValidateNameFn;
     fn allow_create_on_update(&self) -> bool;
     fn return_deleted_object(&self) -> bool;
     fn subresources(&self) -> &[Arc<dyn Subresource>];

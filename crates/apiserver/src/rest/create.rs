@@ -4,7 +4,7 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::negotiation::{content_type, decode_object, read_body};
+use super::negotiation::read_body;
 use super::request::Call;
 use crate::error::ApiError;
 
@@ -12,8 +12,7 @@ use crate::error::ApiError;
 pub async fn serve(call: &Call, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let bytes = read_body(body).await?;
-    let value = decode_object(&content_type(&parts.headers), &bytes)?;
-    let (object, warnings) = call.decode_object(value)?;
+    let (object, warnings) = call.decode_body(&parts.headers, &bytes)?;
     let objects = call.objects();
     let ctx = objects.context();
     let created = call.store().create(&ctx, call.namespace(), object).await?;

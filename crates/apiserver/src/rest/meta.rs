@@ -3,8 +3,9 @@
 //! path, generateName, uid, creationTimestamp, generation, and what an update may not
 //! change.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
-use skiff_api::field::{ErrorList, FieldError, Path};
+use skiff_api::field::{ErrorList, Path};
 
 use super::object::{self, meta_get, meta_str, set_meta};
 use crate::error::ApiError;
@@ -76,11 +77,12 @@ pub fn prepare_create(kind: &dyn Kind, object: &mut Value) -> Result<(), ApiErro
     set_meta(object, "creationTimestamp", Some(object::now().into()));
     let generation = kind.bumps_generation().then(|| Value::from(1));
     set_meta(object, "generation", generation);
-    if meta_str(object, "name").unwrap_or_default().is_empty() {
-        if let Some(prefix) = meta_str(object, "generateName").filter(|p| !p.is_empty()) {
-            let name = generate_name(prefix);
-            set_meta(object, "name", Some(name.into()));
-        }
+    let generated = meta_str(object, "generateName")
+        .filter(|prefix| !prefix.is_empty())
+        .filter(|_| meta_str(object, "name").unwrap_or_default().is_empty())
+        .map(generate_name);
+    if let Some(name) = generated {
+        set_meta(object, "name", Some(name.into()));
     }
     Ok(())
 }
@@ -132,59 +134,35 @@ pub fn prepare_update(kind: &dyn Kind, new: &mut Value, old: &Value) {
     }
 }
 
-/// Upstream's ValidateObjectMeta (the parts every kind shares): a name or generateName,
-/// a DNS-1123 subdomain name.
-pub fn validate(object: &Value) -> ErrorList {
-    let mut errors = Vec::new();
-    let metadata = Path::new("metadata");
-    let name = meta_str(object, "name").unwrap_or_default();
-    if name.is_empty() {
-        errors.push(FieldError::required(
-            &metadata.child("name"),
-            "name or generateName is required",
-        ));
-    } else if let Some(why) = dns1123_subdomain_error(name) {
-        errors.push(FieldError::invalid(&metadata.child("name"), name, why));
+/// The object's `metadata` as ObjectMeta. Errors: 400 when it is not one.
+fn object_meta(object: &Value) -> Result<ObjectMeta, ApiError> {
+    let metadata = object.get("metadata").cloned().unwrap_or(Value::Null);
+    if metadata.is_null() {
+        return Ok(ObjectMeta::default());
     }
-    errors
+    serde_json::from_value(metadata)
+        .map_err(|e| ApiError::bad_request(format!("unable to decode metadata: {e}")))
 }
 
-/// Upstream's ValidateObjectMetaUpdate: name, namespace and uid may not change.
-pub fn validate_update(new: &Value, old: &Value) -> ErrorList {
-    let metadata = Path::new("metadata");
-    ["name", "namespace", "uid"]
-        .into_iter()
-        .filter(|field| meta_get(new, field) != meta_get(old, field))
-        .map(|field| {
-            FieldError::invalid(
-                &metadata.child(field),
-                meta_get(new, field)
-                    .cloned()
-                    .unwrap_or(Value::String(String::new())),
-                "field is immutable",
-            )
-        })
-        .collect()
+/// Upstream's ValidateObjectMeta: name (or generateName) by the kind's name rule,
+/// namespace, labels, annotations, owner references, finalizers.
+pub fn validate(kind: &dyn Kind, object: &Value) -> Result<ErrorList, ApiError> {
+    Ok(skiff_api::meta::validate_object_meta(
+        &object_meta(object)?,
+        kind.info().namespaced,
+        kind.name_rule(),
+        &Path::new("metadata"),
+    ))
 }
 
-/// Why `name` is not a DNS-1123 subdomain (upstream `IsDNS1123Subdomain`), or `None`.
-fn dns1123_subdomain_error(name: &str) -> Option<String> {
-    if name.len() > 253 {
-        return Some("must be no more than 253 characters".into());
-    }
-    let label_ok = |label: &str| {
-        let bytes = label.as_bytes();
-        let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-        !bytes.is_empty()
-            && bytes.first().is_some_and(alnum)
-            && bytes.last().is_some_and(alnum)
-            && bytes.iter().all(|b| alnum(b) || *b == b'-')
-    };
-    if name.split('.').all(label_ok) {
-        None
-    } else {
-        Some("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into())
-    }
+/// Upstream's ValidateObjectMetaUpdate: immutable identity and timestamps, no new
+/// finalizers once deleting, and the create-time rules for labels and annotations.
+pub fn validate_update(new: &Value, old: &Value) -> Result<ErrorList, ApiError> {
+    Ok(skiff_api::meta::validate_object_meta_update(
+        &object_meta(new)?,
+        &object_meta(old)?,
+        &Path::new("metadata"),
+    ))
 }
 
 #[cfg(test)]
@@ -202,16 +180,32 @@ mod tests {
     }
 
     #[test]
-    fn names_must_be_dns_subdomains() {
-        assert!(validate(&json!({"metadata": {"name": "a.b-c"}})).is_empty());
-        let errors = validate(&json!({"metadata": {"name": "Bad_Name"}}));
-        assert_eq!(errors.len(), 1);
+    fn metadata_is_validated_with_the_kind_name_rule() {
+        let kind = crate::registry::Adapter::new(ConfigMaps);
+        let ok = json!({"metadata": {"name": "a.b-c", "namespace": "default"}});
+        assert!(validate(&kind, &ok).unwrap().is_empty());
+        let bad = json!({"metadata": {"name": "Bad_Name", "namespace": "default"}});
+        let errors = validate(&kind, &bad).unwrap();
         assert!(errors[0].to_string().starts_with(
             r#"metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain"#
         ));
+        let nameless = json!({"metadata": {"namespace": "default"}});
         assert_eq!(
-            validate(&json!({"metadata": {}}))[0].to_string(),
+            validate(&kind, &nameless).unwrap()[0].to_string(),
             "metadata.name: Required value: name or generateName is required"
         );
+        let mut renamed = ok.clone();
+        renamed["metadata"]["name"] = "b".into();
+        renamed["metadata"]["resourceVersion"] = "2".into();
+        let errors = validate_update(&renamed, &ok).unwrap();
+        assert_eq!(
+            errors[0].to_string(),
+            r#"metadata.name: Invalid value: "b": field is immutable"#
+        );
+    }
+
+    struct ConfigMaps;
+    impl crate::registry::Strategy for ConfigMaps {
+        type Object = k8s_openapi::api::core::v1::ConfigMap;
     }
 }

@@ -17,6 +17,7 @@
 pub mod continue_token;
 pub mod create;
 pub mod delete;
+pub mod duplicates;
 pub mod get;
 pub mod list;
 pub mod meta;

@@ -47,7 +47,8 @@ pub fn schemas(registry: &Registry) -> Schemas {
 }
 
 /// Applies `document` of `patch_type` to `target`, an object of OpenAPI type
-/// `definition`. Errors: 422 when the patch cannot be applied, as upstream.
+/// `definition`. Errors: 400 for a malformed patch, 422 when it cannot be applied, as
+/// upstream.
 pub fn apply(
     schemas: &Schemas,
     definition: &str,
@@ -62,7 +63,10 @@ pub fn apply(
             patch::strategic_merge_patch(schemas, definition, target, document)
         }
     };
-    result.map_err(|PatchError(why)| ApiError::new(422, "Invalid", why))
+    result.map_err(|e: PatchError| match e.status_code() {
+        400 => ApiError::bad_request(e.0),
+        code => ApiError::new(code, "Invalid", e.0),
+    })
 }
 
 /// Serves `PATCH .../<plural>/<name>` (`Target::Main`) and `.../<name>/status`.
@@ -94,7 +98,7 @@ pub async fn serve(call: &Call, target: Target, request: Request) -> Result<Resp
             current,
             &document,
         )?;
-        let (object, found) = call.decode_object(patched)?;
+        let (object, found) = call.decode_object(patched, &[])?;
         warnings = found;
         Ok(object)
     };

@@ -48,10 +48,10 @@ impl Predicate {
 
     /// Whether `object` matches both selectors.
     pub fn matches(&self, kind: &dyn Kind, object: &Value) -> Result<bool, ApiError> {
-        if let Some(selector) = &self.labels {
-            if !selector.matches(&labels(object)) {
-                return Ok(false);
-            }
+        if let Some(selector) = &self.labels
+            && !selector.matches(&labels(object))
+        {
+            return Ok(false);
         }
         let Some(selector) = &self.fields else {
             return Ok(true);

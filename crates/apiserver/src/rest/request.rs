@@ -5,12 +5,13 @@
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::State;
-use super::negotiation::{Output, Shape};
+use super::duplicates::duplicate_fields;
+use super::negotiation::{Output, Shape, content_type, decode_object};
 use super::objects::ServerObjects;
 use super::params::{FieldValidation, Params};
 use super::store::Store;
@@ -71,11 +72,34 @@ impl Call {
         Ok(self.respond(StatusCode::OK, &shaped, &[]))
     }
 
-    /// Decodes an object body for this kind: the apiVersion and kind must be the kind's
-    /// (defaulted when absent); fields the kind does not know are dropped, with a warning
-    /// each (`fieldValidation=Warn`, the default), silently (`Ignore`) or rejected with 400
-    /// (`Strict`). Returns the object and the warnings.
-    pub fn decode_object(&self, mut object: Value) -> Result<(Value, Vec<String>), ApiError> {
+    /// Decodes a request body (JSON or YAML, by `Content-Type`) as an object of this kind
+    /// with [`Call::decode_object`], duplicate JSON fields included.
+    pub fn decode_body(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        let media_type = content_type(headers);
+        let value = decode_object(&media_type, body)?;
+        let duplicates = match (media_type.as_str(), self.params.field_validation) {
+            (_, FieldValidation::Ignore) => Vec::new(),
+            ("application/json", _) => duplicate_fields(body),
+            _ => Vec::new(),
+        };
+        self.decode_object(value, &duplicates)
+    }
+
+    /// Decodes an object for this kind: the apiVersion and kind must be the kind's
+    /// (defaulted when absent); fields the kind does not know (and `duplicates`, paths of
+    /// fields sent twice) are dropped, with a warning each (`fieldValidation=Warn`, the
+    /// default), silently (`Ignore`) or rejected with 400 (`Strict`, upstream's
+    /// `<Kind> in version "v1" cannot be handled as a <Kind>: strict decoding error: ...`).
+    /// Returns the object and the warnings.
+    pub fn decode_object(
+        &self,
+        mut object: Value,
+        duplicates: &[String],
+    ) -> Result<(Value, Vec<String>), ApiError> {
         let info = self.kind.info();
         let expected = info.api_version();
         let map = super::object::as_map(&mut object);
@@ -106,11 +130,18 @@ impl Call {
         let messages: Vec<String> = unknown
             .iter()
             .map(|path| format!("unknown field {path:?}"))
+            .chain(
+                duplicates
+                    .iter()
+                    .map(|path| format!("duplicate field {path:?}")),
+            )
             .collect();
         match self.params.field_validation {
             FieldValidation::Strict if !messages.is_empty() => Err(ApiError::bad_request(format!(
-                "strict decoding error: {}",
-                messages.join(", ")
+                "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+                messages.join(", "),
+                kind = info.kind,
+                version = info.version,
             ))),
             FieldValidation::Warn => Ok((decoded, messages)),
             _ => Ok((decoded, Vec::new())),

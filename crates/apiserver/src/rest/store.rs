@@ -156,7 +156,7 @@ impl<'a> Store<'a> {
         self.kind.default(&mut object)?;
         meta::prepare_create(self.kind, &mut object)?;
         self.kind.prepare_for_create(&mut object)?;
-        let mut errors = meta::validate(&object);
+        let mut errors = meta::validate(self.kind, &object)?;
         errors.extend(self.kind.validate(&object)?);
         if !errors.is_empty() {
             return Err(self.invalid(&object, &errors));
@@ -341,8 +341,7 @@ impl<'a> Store<'a> {
                 self.kind.default(new)?;
             }
         }
-        let mut errors = meta::validate(new);
-        errors.extend(meta::validate_update(new, old));
+        let mut errors = meta::validate_update(new, old)?;
         errors.extend(self.kind.validate_update(new, old)?);
         if errors.is_empty() {
             Ok(())
@@ -570,10 +569,10 @@ fn propagation_finalizers(
         }
     };
     finalizers.retain(|f| !remove.contains(&f.as_str()));
-    if let Some(add) = add {
-        if !finalizers.iter().any(|f| f == add) {
-            finalizers.push(add.to_owned());
-        }
+    if let Some(add) = add
+        && !finalizers.iter().any(|f| f == add)
+    {
+        finalizers.push(add.to_owned());
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::negotiation::{content_type, decode_object, read_body};
+use super::negotiation::read_body;
 use super::request::Call;
 use super::store::Target;
 use crate::error::ApiError;
@@ -15,8 +15,7 @@ use crate::error::ApiError;
 pub async fn serve(call: &Call, target: Target, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let bytes = read_body(body).await?;
-    let value = decode_object(&content_type(&parts.headers), &bytes)?;
-    let (object, warnings) = call.decode_object(value)?;
+    let (object, warnings) = call.decode_body(&parts.headers, &bytes)?;
     let objects = call.objects();
     let ctx = objects.context();
     let mut build = |_: Option<&Value>| Ok(object.clone());

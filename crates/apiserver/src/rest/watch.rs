@@ -128,10 +128,10 @@ impl Watch<'_> {
     }
 
     fn selects(&self, object: &Value) -> Result<bool, ApiError> {
-        if let Some(name) = &self.call.name {
-            if meta_str(object, "name") != Some(name.as_str()) {
-                return Ok(false);
-            }
+        if let Some(name) = &self.call.name
+            && meta_str(object, "name") != Some(name.as_str())
+        {
+            return Ok(false);
         }
         self.predicate.matches(self.call.kind.as_ref(), object)
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
+use axum::response::IntoResponse;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
@@ -20,7 +21,7 @@ use tower::ServiceExt;
 
 use super::{State, router};
 use crate::config::ClusterConfig;
-use crate::registry::{Registry, ScaleSpec, Strategy, TableColumn};
+use crate::registry::{Context, Registry, ScaleSpec, Strategy, Subresource, TableColumn};
 
 struct ConfigMaps;
 impl Strategy for ConfigMaps {
@@ -92,9 +93,49 @@ impl Strategy for Deployments {
     }
 }
 
+/// A `pods/binding`-like subresource: sets `spec.nodeName` through [`Objects::update`].
+struct Binding;
+
+#[async_trait::async_trait]
+impl Subresource for Binding {
+    fn name(&self) -> &'static str {
+        "binding"
+    }
+    fn verbs(&self) -> &'static [&'static str] {
+        &["create"]
+    }
+    fn kind(&self) -> Option<(&'static str, &'static str, &'static str)> {
+        Some(("", "v1", "Binding"))
+    }
+    async fn handle(
+        &self,
+        ctx: &Context<'_>,
+        namespace: Option<&str>,
+        name: &str,
+        request: axum::extract::Request,
+    ) -> Result<axum::response::Response, crate::ApiError> {
+        let body = crate::rest::negotiation::read_body(request.into_body()).await?;
+        let binding = crate::rest::negotiation::parse_json(&body)?;
+        let node = binding["target"]["name"].clone();
+        let pods = crate::error::GroupResource::new("", "pods");
+        let mut bind = |pod: &mut Value| {
+            pod["spec"]["nodeName"] = node.clone();
+            Ok(())
+        };
+        let bound = ctx
+            .objects
+            .update(&pods, namespace, name, &mut bind)
+            .await?;
+        Ok(axum::Json(bound).into_response())
+    }
+}
+
 struct Pods;
 impl Strategy for Pods {
     type Object = Pod;
+    fn subresources(&self) -> Vec<Arc<dyn Subresource>> {
+        vec![Arc::new(Binding)]
+    }
     fn graceful_delete(&self, _pod: &Pod, requested: Option<i64>) -> Option<i64> {
         Some(requested.unwrap_or(30))
     }

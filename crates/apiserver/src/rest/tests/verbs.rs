@@ -529,7 +529,21 @@ async fn bad_input_is_rejected_and_nothing_is_stored() {
     assert_eq!(strict.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         strict.body["message"],
-        r#"strict decoding error: unknown field "spec""#
+        r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "spec""#
+    );
+    let twice = r#"{"metadata":{"name":"d"},"data":{"k":"v","k":"w"}}"#;
+    let duplicate = send(
+        &app,
+        "POST",
+        &format!("{CMS}?fieldValidation=Strict"),
+        twice,
+    )
+    .await;
+    assert_eq!(duplicate.status, StatusCode::BAD_REQUEST);
+    let message = duplicate.body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.ends_with(r#"strict decoding error: duplicate field "data.k""#),
+        "{message}"
     );
     let list = send(&app, "GET", CMS, "").await.body;
     assert_eq!(list["items"], json!([]), "nothing partial is stored");
@@ -562,4 +576,151 @@ async fn unknown_paths_and_methods() {
     );
     let status = send(&app, "GET", &format!("{CMS}/a/status"), "").await;
     assert_eq!(status.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn patches_of_every_type() {
+    let (app, _) = server().await;
+    send(&app, "POST", DEPLOYMENTS, &deployment("web", 1)).await;
+    let url = format!("{DEPLOYMENTS}/web");
+    let merged = send(&app, "PATCH", &url, r#"{"metadata":{"labels":{"a":"b"}}}"#).await;
+    assert_eq!(merged.status, StatusCode::OK, "{}", merged.body);
+    assert_eq!(merged.body["metadata"]["labels"]["a"], "b");
+    assert_eq!(merged.body["metadata"]["generation"], 1);
+
+    let json_patch = r#"[{"op":"replace","path":"/spec/replicas","value":3}]"#;
+    let json_type = [("content-type", "application/json-patch+json")];
+    let patched = send_with(&app, "PATCH", &url, &json_type, json_patch).await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    assert_eq!(patched.body["spec"]["replicas"], 3);
+    assert_eq!(patched.body["metadata"]["generation"], 2);
+
+    let sidecar =
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"side","image":"busybox"}]}}}}"#;
+    let smp_type = [("content-type", "application/strategic-merge-patch+json")];
+    let strategic = send_with(&app, "PATCH", &url, &smp_type, sidecar).await;
+    assert_eq!(strategic.status, StatusCode::OK, "{}", strategic.body);
+    let containers = &strategic.body["spec"]["template"]["spec"]["containers"];
+    assert_eq!(
+        containers.as_array().map(Vec::len),
+        Some(2),
+        "merged by name: {containers}"
+    );
+
+    let stale = r#"{"metadata":{"resourceVersion":"1"},"spec":{"replicas":9}}"#;
+    assert_eq!(
+        send(&app, "PATCH", &url, stale).await.status,
+        StatusCode::CONFLICT
+    );
+    let status = send(
+        &app,
+        "PATCH",
+        &format!("{url}/status"),
+        r#"{"status":{"replicas":3},"spec":{"replicas":8}}"#,
+    )
+    .await;
+    assert_eq!(status.body["status"]["replicas"], 3);
+    assert_eq!(status.body["spec"]["replicas"], 3);
+    let scaled = send(
+        &app,
+        "PATCH",
+        &format!("{url}/scale"),
+        r#"{"spec":{"replicas":5}}"#,
+    )
+    .await;
+    assert_eq!(scaled.status, StatusCode::OK, "{}", scaled.body);
+    assert_eq!(scaled.body["spec"]["replicas"], 5);
+
+    let apply = [("content-type", "application/apply-patch+yaml")];
+    let unsupported = send_with(&app, "PATCH", &url, &apply, "{}").await;
+    assert_eq!(unsupported.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let missing = send(&app, "PATCH", &format!("{DEPLOYMENTS}/nope"), "{}").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let broken = send_with(
+        &app,
+        "PATCH",
+        &url,
+        &json_type,
+        r#"[{"op":"remove","path":"/spec/nothing"}]"#,
+    )
+    .await;
+    assert_eq!(
+        broken.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        broken.body
+    );
+}
+
+#[tokio::test]
+async fn selectors_filter_lists_and_deletecollection() {
+    let (app, _) = server().await;
+    for name in ["a", "b", "c"] {
+        send(&app, "POST", CMS, &config_map(name)).await;
+    }
+    let selected = send(
+        &app,
+        "GET",
+        &format!("{CMS}?labelSelector=app%20in%20(a,b)&limit=1"),
+        "",
+    )
+    .await
+    .body;
+    assert_eq!(selected["items"][0]["metadata"]["name"], "a");
+    assert!(selected["metadata"]["continue"].is_string());
+    assert!(
+        selected["metadata"].get("remainingItemCount").is_none(),
+        "no count with selectors"
+    );
+    let by_name = send(
+        &app,
+        "GET",
+        &format!("{CMS}?fieldSelector=metadata.name%3Dc"),
+        "",
+    )
+    .await
+    .body;
+    assert_eq!(by_name["items"].as_array().map(Vec::len), Some(1));
+    let pod = r#"{"metadata":{"name":"p"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"i"}]}}"#;
+    send(&app, "POST", PODS, pod).await;
+    let on_node = send(
+        &app,
+        "GET",
+        "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1",
+        "",
+    )
+    .await
+    .body;
+    assert_eq!(on_node["items"][0]["metadata"]["name"], "p");
+
+    let deleted = send(&app, "DELETE", &format!("{CMS}?labelSelector=app%3Db"), "").await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.body);
+    assert_eq!(deleted.body["kind"], "ConfigMapList");
+    assert_eq!(deleted.body["items"][0]["metadata"]["name"], "b");
+    let left = send(&app, "GET", CMS, "").await.body;
+    assert_eq!(left["items"].as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn custom_subresources_reach_other_objects() {
+    let (app, _) = server().await;
+    let pod = r#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+    let created = send(&app, "POST", PODS, pod).await.body;
+    let binding = r#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"p"},"target":{"kind":"Node","name":"n1"}}"#;
+    let bound = send(&app, "POST", &format!("{PODS}/p/binding"), binding).await;
+    assert_eq!(bound.status, StatusCode::OK, "{}", bound.body);
+    let got = send(&app, "GET", &format!("{PODS}/p"), "").await.body;
+    assert_eq!(got["spec"]["nodeName"], "n1");
+    assert_ne!(
+        got["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    let missing = send(&app, "POST", &format!("{PODS}/nope/binding"), binding).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        send(&app, "POST", &format!("{PODS}/p/other"), "{}")
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
 }

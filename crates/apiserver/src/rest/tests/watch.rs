@@ -148,3 +148,49 @@ async fn compacted_revisions_end_with_a_410_error_event() {
     assert_eq!(got[0]["object"]["code"], 410);
     assert_eq!(got[0]["object"]["reason"], "Expired");
 }
+
+#[tokio::test]
+async fn idle_watches_get_bookmarks_and_tables_when_asked() {
+    let (_, state) = server().await;
+    let mut registry = crate::registry::Registry::default();
+    registry.add(ConfigMaps);
+    let quick = Arc::new(State {
+        bookmark_interval: std::time::Duration::ZERO,
+        ..State::new(registry, state.storage.clone(), ClusterConfig::default())
+    });
+    let app = router(quick);
+    let cluster_wide = "/api/v1/configmaps";
+    send(&app, "POST", CMS, &config_map("a")).await;
+    let got = events(
+        &app,
+        &format!(
+            "{cluster_wide}?watch=1&resourceVersion=1&allowWatchBookmarks=true&timeoutSeconds=1"
+        ),
+    )
+    .await;
+    let bookmark = got
+        .iter()
+        .find(|e| e["type"] == "BOOKMARK")
+        .expect("a bookmark");
+    assert_eq!(bookmark["object"]["kind"], "ConfigMap");
+    assert!(bookmark["object"]["metadata"]["resourceVersion"].is_string());
+
+    let accept = [("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")];
+    let reply = send_with(
+        &app,
+        "GET",
+        &format!("{cluster_wide}?watch=1&timeoutSeconds=1"),
+        &accept,
+        "",
+    )
+    .await;
+    let first = match reply.body {
+        Value::String(text) => {
+            serde_json::from_str(text.lines().next().unwrap_or_default()).unwrap_or_default()
+        }
+        one => one,
+    };
+    assert_eq!(first["type"], "ADDED");
+    assert_eq!(first["object"]["kind"], "Table");
+    assert_eq!(first["object"]["rows"][0]["cells"][0], "a");
+}

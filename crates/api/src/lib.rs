@@ -7,13 +7,17 @@
 //!   (`k8s.io/apimachinery/pkg/util/validation`);
 //! - [`selector`]: label and field selectors (`k8s.io/apimachinery/pkg/labels`, `fields`);
 //! - [`patch`]: JSON Patch, JSON Merge Patch and strategic merge patch;
+//! - [`core`]: defaulting and validation of the core/v1 kinds (pods, services, ...);
+//! - [`quantity`]: resource quantities (`500m`, `128Mi`);
 //! - [`schema`]: the OpenAPI schemas of the built-in kinds with upstream's patch
 //!   strategies and merge keys.
 
+pub mod core;
 pub mod field;
 pub mod meta;
 pub mod names;
 pub mod patch;
+pub mod quantity;
 pub mod schema;
 pub mod selector;
 pub mod validation;

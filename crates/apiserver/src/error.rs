@@ -152,6 +152,16 @@ impl ApiError {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// 403 `pods "x" is forbidden: <why>` (admission refusals, immortal namespaces).
+    pub fn forbidden(resource: &GroupResource, name: &str, why: &str) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!("{resource} {name:?} is forbidden: {why}"),
+        )
+        .with_details(resource, name)
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_supported(resource: &GroupResource, action: &str) -> Self {
         Self::new(

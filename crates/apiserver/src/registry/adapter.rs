@@ -165,6 +165,11 @@ impl<S: Strategy> Kind for Adapter<S> {
         Ok(())
     }
 
+    async fn before_delete(&self, ctx: &Context<'_>, object: &Value) -> Result<(), ApiError> {
+        let typed = self.typed(object)?;
+        self.strategy.before_delete(ctx, &typed).await
+    }
+
     fn selectable_fields(&self, object: &Value) -> Result<Vec<(&'static str, String)>, ApiError> {
         Ok(self.strategy.selectable_fields(&self.typed(object)?))
     }

@@ -7,6 +7,7 @@
 //! JSON values. [`Registry`] holds every kind, looked up by group, version and resource.
 
 mod adapter;
+pub mod core;
 
 use std::sync::Arc;
 
@@ -163,6 +164,13 @@ pub trait Objects: Send + Sync {
         name: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<(), ApiError>;
+
+    /// Every namespaced resource the server stores (one version each), for deleting a
+    /// namespace's content. Implementations list the registry's namespaced kinds; the
+    /// default, none, suits stores without namespaced kinds.
+    fn namespaced_resources(&self) -> Vec<GroupResource> {
+        Vec::new()
+    }
 }
 
 /// A subresource with its own handler (`pods/binding`, `pods/eviction`, `pods/log`,
@@ -292,6 +300,17 @@ pub trait Strategy: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Work when a DELETE request reaches an object, before the REST layer applies graceful
+    /// deletion and finalizers (upstream: a kind's own REST Delete). Namespaces delete
+    /// their content here; an error refuses the delete.
+    async fn before_delete(
+        &self,
+        _ctx: &Context<'_>,
+        _object: &Self::Object,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
     /// Fields a fieldSelector may use besides `metadata.name` and `metadata.namespace`
     /// (upstream's `*ToSelectableFields`): `("spec.nodeName", "node-1")`.
     fn selectable_fields(&self, _object: &Self::Object) -> Vec<(&'static str, String)> {
@@ -356,6 +375,7 @@ pub trait Kind: Send + Sync {
         new: &mut Value,
         old: &Value,
     ) -> Result<(), ApiError>;
+    async fn before_delete(&self, ctx: &Context<'_>, object: &Value) -> Result<(), ApiError>;
     fn selectable_fields(&self, object: &Value) -> Result<Vec<(&'static str, String)>, ApiError>;
     fn columns(&self) -> Vec<TableColumn>;
     fn row(&self, object: &Value) -> Result<Vec<Value>, ApiError>;
@@ -383,7 +403,7 @@ impl Registry {
     pub fn builtin() -> Self {
         let mut registry = Registry::default();
         // Each API group's module adds its kinds here.
-        let _ = &mut registry;
+        core::add(&mut registry);
         registry
     }
 

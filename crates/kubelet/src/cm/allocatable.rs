@@ -8,9 +8,9 @@ use std::path::Path;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::quantity;
 use super::resources::ResourceAmounts;
 use crate::eviction::threshold::{Signal, Threshold};
+use skiff_api::quantity;
 
 /// The resource name of the process-ID capacity (upstream `pidlimit.PIDs`).
 pub const PIDS: &str = "pid";

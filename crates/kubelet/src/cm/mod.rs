@@ -7,7 +7,6 @@ pub mod cgroupfs;
 pub mod cgroups;
 pub mod container_manager;
 pub mod qos;
-pub mod quantity;
 pub mod resources;
 
 pub use container_manager::{ContainerManager, ContainerManagerConfig};

@@ -1,103 +1,15 @@
-//! Pod QoS classes and OOM score adjustment (upstream `pkg/apis/core/v1/helper/qos`
-//! `GetPodQOS` and `pkg/kubelet/qos/policy.go`).
+//! OOM score adjustment by QoS class (upstream `pkg/kubelet/qos/policy.go`); the class
+//! itself is skiff-api's (`skiff_api::core::pod::qos`).
 
-use std::collections::BTreeMap;
+use k8s_openapi::api::core::v1::{Container, Pod};
 
-use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-
-use super::quantity;
-
-/// The QoS class of a pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QosClass {
-    /// Every container has equal cpu and memory requests and limits.
-    Guaranteed,
-    /// Some requests or limits, not Guaranteed.
-    Burstable,
-    /// No cpu or memory requests or limits at all.
-    BestEffort,
-}
-
-impl QosClass {
-    /// The API name (`Guaranteed`, `Burstable`, `BestEffort`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Guaranteed => "Guaranteed",
-            Self::Burstable => "Burstable",
-            Self::BestEffort => "BestEffort",
-        }
-    }
-}
+pub use skiff_api::core::pod::qos::{QosClass, pod_qos};
+use skiff_api::quantity;
 
 /// OOM score adjustment of Guaranteed containers.
 const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
 /// OOM score adjustment of BestEffort containers.
 const BEST_EFFORT_OOM_SCORE_ADJ: i64 = 1000;
-/// The resources that decide the QoS class.
-const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
-
-/// Computes the QoS class (upstream `ComputePodQOS`): from the pod-level resources when
-/// the pod sets them (PodLevelResources), else per container, init containers included:
-/// a container is BestEffort without cpu and memory requests and limits, Guaranteed when
-/// its cpu and memory requests equal its limits and are set; the pod is Guaranteed or
-/// BestEffort when all its containers are, else Burstable.
-pub fn pod_qos(pod: &Pod) -> QosClass {
-    let Some(spec) = pod.spec.as_ref() else {
-        return QosClass::BestEffort;
-    };
-    if let Some(resources) = spec.resources.as_ref() {
-        return resource_qos(resources);
-    }
-    let mut pod_qos = None;
-    for container in spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter())
-    {
-        let qos = container
-            .resources
-            .as_ref()
-            .map_or(QosClass::BestEffort, resource_qos);
-        match pod_qos {
-            _ if qos == QosClass::Burstable => return qos,
-            None => pod_qos = Some(qos),
-            Some(seen) if seen != qos => return QosClass::Burstable,
-            Some(_) => {}
-        }
-    }
-    pod_qos.unwrap_or(QosClass::BestEffort)
-}
-
-/// The QoS class of one set of requests and limits (upstream `resourceQOS`).
-fn resource_qos(resources: &ResourceRequirements) -> QosClass {
-    let amount = |list: Option<&BTreeMap<String, Quantity>>, name: &str| {
-        list.and_then(|l| l.get(name))
-            .and_then(quantity::parse)
-            .unwrap_or(0.0)
-    };
-    let mut qos = None;
-    for name in QOS_RESOURCES {
-        let request = amount(resources.requests.as_ref(), name);
-        let limit = amount(resources.limits.as_ref(), name);
-        if request != limit {
-            return QosClass::Burstable;
-        }
-        let class = if request == 0.0 {
-            QosClass::BestEffort
-        } else {
-            QosClass::Guaranteed
-        };
-        match qos {
-            None => qos = Some(class),
-            Some(seen) if seen != class => return QosClass::Burstable,
-            Some(_) => {}
-        }
-    }
-    qos.unwrap_or(QosClass::BestEffort)
-}
-
 /// The `oom_score_adj` of a container: -997 Guaranteed, 1000 BestEffort, and for
 /// Burstable `1000 - 1000 * memoryRequest / memoryCapacity` clamped to [3, 999].
 pub fn container_oom_score_adj(pod: &Pod, container: &Container, memory_capacity: i64) -> i64 {

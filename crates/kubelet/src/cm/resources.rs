@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::qos::{QosClass, pod_qos};
-use super::quantity;
+use skiff_api::quantity;
 
 /// Smallest and largest cgroup v1 `cpu.shares` the kernel accepts.
 pub const MIN_SHARES: u64 = 2;

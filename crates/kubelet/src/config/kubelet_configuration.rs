@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Deserializer};
 
 use crate::KubeletConfig;
-use crate::cm::quantity;
+use skiff_api::quantity;
 
 /// The `apiVersion` a file must have.
 pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";

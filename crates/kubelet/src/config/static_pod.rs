@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSecurityContext, ResourceRequirements};
+use k8s_openapi::api::core::v1::Pod;
 use md5::{Digest, Md5};
 
 /// Annotation naming the pod source (`file`, `http`).
@@ -48,7 +48,7 @@ pub fn http_pod_uid(url: &str, pod_json: &[u8]) -> String {
 /// [`HTTP_SOURCE`]): name `<name>-<node>`, namespace `default`, UID `uid` (unless the
 /// manifest sets one; see [`static_pod_uid`], [`http_pod_uid`]), config annotations
 /// (`seen` is `seen_at`, RFC 3339), `spec.nodeName`, and the pod spec defaults of the
-/// API server ([`default_pod_spec`]).
+/// API server (`skiff_api::core::pod::default_pod`).
 pub fn apply_static_pod_defaults(
     pod: &mut Pod,
     node_name: &str,
@@ -70,88 +70,16 @@ pub fn apply_static_pod_defaults(
     annotations.insert(CONFIG_SOURCE_ANNOTATION.to_owned(), source.to_owned());
     annotations.insert(CONFIG_HASH_ANNOTATION.to_owned(), uid);
     annotations.insert(CONFIG_SEEN_ANNOTATION.to_owned(), seen_at.to_owned());
-    default_pod_spec(pod);
+    skiff_api::core::pod::default_pod(pod);
     if let Some(spec) = pod.spec.as_mut() {
         spec.node_name = Some(node_name.to_owned());
-    }
-}
-
-/// The API server's defaulting of a pod spec (upstream `SetDefaults_PodSpec`,
-/// `SetDefaults_Container`): restartPolicy `Always`, terminationGracePeriodSeconds 30,
-/// dnsPolicy `ClusterFirst`, schedulerName, an empty securityContext, enableServiceLinks,
-/// and per container the image pull policy, termination message path/policy, port
-/// protocol `TCP` and resource requests defaulted from limits.
-pub fn default_pod_spec(pod: &mut Pod) {
-    let Some(spec) = pod.spec.as_mut() else {
-        return;
-    };
-    spec.restart_policy
-        .get_or_insert_with(|| "Always".to_owned());
-    spec.termination_grace_period_seconds.get_or_insert(30);
-    spec.dns_policy
-        .get_or_insert_with(|| "ClusterFirst".to_owned());
-    spec.scheduler_name
-        .get_or_insert_with(|| "default-scheduler".to_owned());
-    spec.security_context
-        .get_or_insert_with(PodSecurityContext::default);
-    spec.enable_service_links.get_or_insert(true);
-    for container in spec
-        .init_containers
-        .iter_mut()
-        .flatten()
-        .chain(spec.containers.iter_mut())
-    {
-        default_container(container);
-    }
-}
-
-/// Defaults one container (upstream `SetDefaults_Container` and friends).
-fn default_container(container: &mut Container) {
-    if container.image_pull_policy.is_none() {
-        let image = container.image.as_deref().unwrap_or("");
-        container.image_pull_policy = Some(default_image_pull_policy(image).to_owned());
-    }
-    container
-        .termination_message_path
-        .get_or_insert_with(|| "/dev/termination-log".to_owned());
-    container
-        .termination_message_policy
-        .get_or_insert_with(|| "File".to_owned());
-    for port in container.ports.iter_mut().flatten() {
-        port.protocol.get_or_insert_with(|| "TCP".to_owned());
-    }
-    if let Some(resources) = container.resources.as_mut() {
-        default_requests_from_limits(resources);
-    }
-}
-
-/// `Always` for images tagged `:latest` or without tag and digest, else `IfNotPresent`.
-pub fn default_image_pull_policy(image: &str) -> &'static str {
-    let (tag, digest) = crate::kuberuntime::image_ref::split_tag_and_digest(image);
-    match (tag, digest) {
-        (Some("latest"), _) | (None, None) => "Always",
-        _ => "IfNotPresent",
-    }
-}
-
-/// A resource with a limit but no request gets request = limit (upstream
-/// `SetDefaults_ResourceRequirements` behaviour for containers).
-fn default_requests_from_limits(resources: &mut ResourceRequirements) {
-    let Some(limits) = resources.limits.as_ref() else {
-        return;
-    };
-    let requests = resources.requests.get_or_insert_with(BTreeMap::new);
-    for (name, quantity) in limits {
-        requests
-            .entry(name.clone())
-            .or_insert_with(|| quantity.clone());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
 
     fn pod(image: &str) -> Pod {
         Pod {
@@ -230,40 +158,5 @@ mod tests {
         assert_ne!(a, http_pod_uid("http://h/p", b"{ }"));
         assert!(is_static_pod_source(HTTP_SOURCE) && is_static_pod_source(FILE_SOURCE));
         assert!(!is_static_pod_source("api"));
-    }
-
-    #[test]
-    fn image_pull_policy_defaults() {
-        assert_eq!(default_image_pull_policy("busybox"), "Always");
-        assert_eq!(default_image_pull_policy("busybox:latest"), "Always");
-        assert_eq!(
-            default_image_pull_policy("127.0.0.1:5000/busybox"),
-            "Always"
-        );
-        assert_eq!(
-            default_image_pull_policy("127.0.0.1:5000/busybox:1.36"),
-            "IfNotPresent"
-        );
-        assert_eq!(
-            default_image_pull_policy("busybox@sha256:0123456789abcdef"),
-            "IfNotPresent"
-        );
-    }
-
-    #[test]
-    fn requests_default_to_limits() {
-        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-        let mut p = pod("busybox");
-        let limits = BTreeMap::from([("cpu".to_owned(), Quantity("500m".into()))]);
-        if let Some(s) = p.spec.as_mut() {
-            s.containers[0].resources = Some(ResourceRequirements {
-                limits: Some(limits.clone()),
-                ..Default::default()
-            });
-        }
-        default_pod_spec(&mut p);
-        let spec = p.spec.unwrap_or_default();
-        let res = spec.containers[0].resources.clone().unwrap_or_default();
-        assert_eq!(res.requests, Some(limits));
     }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::threshold::Signal;
-use crate::cm::quantity::format_binary_si;
 use crate::cm::resources::pod_requests;
+use skiff_api::quantity::format_binary_si;
 
 /// Usage of one container.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -178,7 +178,7 @@ pub fn eviction_message(
             .as_ref()
             .and_then(|r| r.requests.as_ref())
             .and_then(|r| r.get(resource));
-        let request_value = request.map_or(0, crate::cm::quantity::value);
+        let request_value = request.map_or(0, skiff_api::quantity::value);
         if i128::from(used) > i128::from(request_value) {
             message.push_str(&format!(
                 "Container {} was using {}, request is {}, has larger consumption of {resource}. ",

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::cm::quantity;
+use skiff_api::quantity;
 
 /// What the eviction manager observes (upstream `evictionapi.Signal`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

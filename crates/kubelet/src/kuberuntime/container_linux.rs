@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::sandbox::namespace_options;
 use crate::cm::qos::container_oom_score_adj;
-use crate::cm::quantity;
+use skiff_api::quantity;
 
 /// CFS period used with CPU limits (100 ms in microseconds).
 const CPU_PERIOD: i64 = 100_000;

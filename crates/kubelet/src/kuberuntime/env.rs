@@ -9,7 +9,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceFieldSelector};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::cm::quantity;
+use skiff_api::quantity;
 
 /// The node's allocatable resources: the values of `resourceFieldRef` limits that a
 /// container leaves unset (upstream `defaultPodLimitsForDownwardAPI`).

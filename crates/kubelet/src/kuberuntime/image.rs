@@ -13,8 +13,8 @@ use super::image_ref::apply_default_image_tag;
 use super::sync_result::{
     ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME, SyncError,
 };
-use crate::config::static_pod::default_image_pull_policy;
 use crate::cri::Cri;
+use skiff_api::core::pod::default_image_pull_policy;
 
 /// Ensures container images are present, pulling per policy.
 #[derive(Default)]

@@ -1,17 +1,7 @@
 //! Image reference parsing: the docker reference grammar as far as the kubelet needs it
 //! (upstream `pkg/util/parsers.ParseImageName` and `applyDefaultImageTag`).
 
-/// Splits `image` into its tag (after the last `:` of the last path component) and
-/// digest (after `@`), without validating.
-pub fn split_tag_and_digest(image: &str) -> (Option<&str>, Option<&str>) {
-    let (name, digest) = match image.split_once('@') {
-        Some((name, digest)) => (name, Some(digest)),
-        None => (image, None),
-    };
-    let last_component = name.rsplit('/').next().unwrap_or(name);
-    let tag = last_component.rsplit_once(':').map(|(_, tag)| tag);
-    (tag, digest)
-}
+use skiff_api::core::image::split_tag_and_digest;
 
 /// Validates `image` and appends `:latest` when it has neither tag nor digest.
 ///
@@ -180,15 +170,5 @@ mod tests {
                 "{bad:?} should be invalid"
             );
         }
-    }
-
-    #[test]
-    fn splits_tag_and_digest() {
-        assert_eq!(split_tag_and_digest("r:5000/a/b:1"), (Some("1"), None));
-        assert_eq!(split_tag_and_digest("r:5000/a/b"), (None, None));
-        assert_eq!(
-            split_tag_and_digest("b@sha256:ab"),
-            (None, Some("sha256:ab"))
-        );
     }
 }

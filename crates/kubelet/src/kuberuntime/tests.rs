@@ -66,7 +66,7 @@ fn pod(image: &str, policy: &str) -> Pod {
         }),
         status: None,
     };
-    crate::config::static_pod::default_pod_spec(&mut pod);
+    skiff_api::core::pod::default_pod(&mut pod);
     pod
 }
 

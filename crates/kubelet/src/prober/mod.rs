@@ -16,7 +16,6 @@ pub mod managers;
 pub mod probe;
 pub mod results;
 pub mod tcp;
-pub mod validation;
 pub mod worker;
 
 use std::fmt;

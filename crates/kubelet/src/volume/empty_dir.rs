@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Pod, Volume};
 
 use super::mount::{is_mount_point, mount_tmpfs};
 use super::plugin::VolumePlugin;
-use crate::cm::quantity;
+use skiff_api::quantity;
 
 /// Plugin name of emptyDir volumes.
 pub const EMPTY_DIR_PLUGIN_NAME: &str = "kubernetes.io/empty-dir";

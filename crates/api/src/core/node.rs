@@ -1,0 +1,125 @@
+//! Nodes (upstream `SetDefaults_NodeStatus`, `ValidateNode`, `ValidateNodeUpdate`).
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+
+use crate::core::one_of;
+use crate::field::{ErrorList, FieldError, Path};
+
+/// Defaults a node: allocatable = capacity when not reported.
+pub fn default_node(node: &mut Node) {
+    if let Some(status) = node.status.as_mut()
+        && status.allocatable.is_none()
+    {
+        status.allocatable.clone_from(&status.capacity);
+    }
+}
+
+/// Checks a node: pod CIDRs are CIDRs, taints have a key and a supported effect and are
+/// unique by key and effect.
+pub fn validate_node(node: &Node) -> ErrorList {
+    let mut errors = Vec::new();
+    let Some(spec) = &node.spec else {
+        return errors;
+    };
+    let spec_path = Path::new("spec");
+    let cidrs_path = spec_path.child("podCIDRs");
+    for (i, cidr) in spec.pod_cidrs.iter().flatten().enumerate() {
+        if !is_cidr(cidr) {
+            errors.push(FieldError::invalid(
+                &cidrs_path.index(i),
+                cidr.as_str(),
+                "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            ));
+        }
+    }
+    let taints_path = spec_path.child("taints");
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for (i, taint) in spec.taints.iter().flatten().enumerate() {
+        validate_taint(&mut errors, &taints_path.index(i), taint);
+        let key = (taint.key.as_str(), taint.effect.as_str());
+        if seen.contains(&key) {
+            errors.push(FieldError::duplicate(
+                &taints_path.index(i),
+                format!("{}:{}", taint.key, taint.effect),
+            ));
+        }
+        seen.push(key);
+    }
+    errors
+}
+
+fn is_cidr(value: &str) -> bool {
+    let Some((ip, bits)) = value.split_once('/') else {
+        return false;
+    };
+    match (ip.parse::<std::net::IpAddr>(), bits.parse::<u8>()) {
+        (Ok(std::net::IpAddr::V4(_)), Ok(b)) => b <= 32,
+        (Ok(std::net::IpAddr::V6(_)), Ok(b)) => b <= 128,
+        _ => false,
+    }
+}
+
+fn validate_taint(errors: &mut ErrorList, path: &Path, taint: &Taint) {
+    if taint.key.is_empty() {
+        errors.push(FieldError::required(&path.child("key"), ""));
+    }
+    one_of(
+        errors,
+        &path.child("effect"),
+        Some(taint.effect.as_str()),
+        &["NoExecute", "NoSchedule", "PreferNoSchedule"],
+        true,
+    );
+}
+
+/// Checks a node update: pod CIDRs and the provider ID are set at most once.
+pub fn validate_node_update(new: &Node, old: &Node) -> ErrorList {
+    let mut errors = validate_node(new);
+    let (Some(new_spec), Some(old_spec)) = (&new.spec, &old.spec) else {
+        return errors;
+    };
+    let spec_path = Path::new("spec");
+    let old_cidrs = old_spec.pod_cidrs.as_deref().unwrap_or_default();
+    if !old_cidrs.is_empty() && new_spec.pod_cidrs.as_deref().unwrap_or_default() != old_cidrs {
+        errors.push(FieldError::forbidden(
+            &spec_path.child("podCIDRs"),
+            "node updates may not change podCIDR except from \"\" to valid",
+        ));
+    }
+    let old_provider = old_spec.provider_id.as_deref().unwrap_or("");
+    if !old_provider.is_empty() && new_spec.provider_id.as_deref() != Some(old_provider) {
+        errors.push(FieldError::forbidden(
+            &spec_path.child("providerID"),
+            "node updates may not change providerID except from \"\" to valid",
+        ));
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn taints_and_cidrs() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "spec": {"podCIDRs": ["10.244.0.0/24", "10.244.0.0"],
+                     "taints": [{"key": "k", "effect": "NoSchedule"}, {"key": "k", "effect": "NoSchedule"},
+                                {"key": "", "effect": "Sometimes"}]}
+        }))
+        .unwrap_or_default();
+        let got: Vec<String> = validate_node(&node)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                r#"spec.podCIDRs[1]: Invalid value: "10.244.0.0": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"#,
+                r#"spec.taints[1]: Duplicate value: "k:NoSchedule""#,
+                "spec.taints[2].key: Required value",
+                r#"spec.taints[2].effect: Unsupported value: "Sometimes": supported values: "NoExecute", "NoSchedule", "PreferNoSchedule""#,
+            ]
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! Pods: defaulting, validation and the QoS class (upstream `pkg/apis/core/v1/defaults.go`,
+//! `pkg/apis/core/validation/validation.go` `ValidatePod*`, `pkg/apis/core/helper/qos`).
+
+pub mod defaults;
+mod probe;
+pub mod qos;
+pub mod validation;
+mod volumes;
+
+pub use defaults::{default_image_pull_policy, default_pod, default_pod_spec};
+pub use validation::{validate_pod, validate_pod_spec, validate_pod_update};

@@ -1,0 +1,67 @@
+//! The core/v1 kinds (upstream `pkg/registry/core/*`): namespaces, pods (with the binding
+//! and eviction subresources), nodes, services (with cluster IP and node port allocation),
+//! endpoints, configmaps, secrets, serviceaccounts, events, limitranges, resourcequotas,
+//! persistentvolumes and persistentvolumeclaims. Defaulting and validation live in
+//! `skiff_api::core`, shared with the kubelet.
+
+mod config;
+mod endpoints;
+mod events;
+pub mod namespaces;
+mod nodes;
+mod pods;
+mod policies;
+mod printers;
+mod service_accounts;
+mod services;
+mod volumes;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::registry::Registry;
+
+/// The largest body a core subresource reads (upstream's request body limit).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Adds every core/v1 kind to `registry`.
+pub fn add(registry: &mut Registry) {
+    registry.add(namespaces::Namespaces);
+    registry.add(pods::Pods);
+    registry.add(nodes::Nodes);
+    registry.add(services::Services::default());
+    registry.add(endpoints::Endpoints);
+    registry.add(config::ConfigMaps);
+    registry.add(config::Secrets);
+    registry.add(service_accounts::ServiceAccounts);
+    registry.add(events::Events);
+    registry.add(policies::LimitRanges);
+    registry.add(policies::ResourceQuotas);
+    registry.add(volumes::PersistentVolumes);
+    registry.add(volumes::PersistentVolumeClaims);
+}
+
+/// Reads a subresource's JSON body as `T`. Errors: 400 on a body that is too large or
+/// not a `T`.
+async fn read_body<T: DeserializeOwned>(request: axum::extract::Request) -> Result<T, ApiError> {
+    let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("unable to read the request body: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
+    })
+}
+
+/// Upstream's answer to a successful binding or eviction: 201 and a Success Status.
+fn created() -> Response {
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "code": 201,
+    });
+    (StatusCode::CREATED, axum::Json(body)).into_response()
+}

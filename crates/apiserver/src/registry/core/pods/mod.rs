@@ -1,0 +1,174 @@
+//! Pods (upstream `pkg/registry/core/pod`): defaulting and validation from skiff-api,
+//! status, selectable fields, graceful deletion, the table of `kubectl get pods`, and the
+//! `binding` and `eviction` subresources.
+
+mod admission;
+mod binding;
+mod eviction;
+mod table;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use serde_json::Value;
+use skiff_api::core::pod::qos::pod_qos;
+use skiff_api::core::pod::{default_pod, validate_pod, validate_pod_update};
+use skiff_api::field::ErrorList;
+
+use crate::error::ApiError;
+use crate::registry::{Context, ResourceInfo, Strategy, Subresource, TableColumn};
+
+/// The pods kind.
+pub struct Pods;
+
+#[async_trait]
+impl Strategy for Pods {
+    type Object = Pod;
+
+    fn info(&self) -> ResourceInfo {
+        ResourceInfo {
+            short_names: &["po"],
+            categories: &["all"],
+            ..ResourceInfo::of::<Pod>()
+        }
+    }
+
+    fn status_subresource(&self) -> bool {
+        true
+    }
+
+    /// Pods track `metadata.generation` (PodObservedGenerationTracking).
+    fn bumps_generation(&self) -> bool {
+        true
+    }
+
+    fn subresources(&self) -> Vec<Arc<dyn Subresource>> {
+        vec![
+            Arc::new(binding::BindingSubresource),
+            Arc::new(eviction::EvictionSubresource),
+        ]
+    }
+
+    fn default(&self, pod: &mut Pod) {
+        default_pod(pod);
+    }
+
+    /// Upstream PrepareForCreate: the status is the server's: phase `Pending` and the QoS
+    /// class; a pod with scheduling gates starts with PodScheduled False/SchedulingGated;
+    /// a negative grace period becomes 1.
+    fn prepare_for_create(&self, pod: &mut Pod) {
+        let mut defaulted = pod.clone();
+        default_pod(&mut defaulted);
+        let gated = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .is_some_and(|g| !g.is_empty());
+        pod.status = Some(PodStatus {
+            phase: Some("Pending".to_owned()),
+            qos_class: Some(pod_qos(&defaulted).as_str().to_owned()),
+            conditions: gated.then(|| {
+                vec![PodCondition {
+                    type_: "PodScheduled".to_owned(),
+                    status: "False".to_owned(),
+                    reason: Some("SchedulingGated".to_owned()),
+                    message: Some(
+                        "Scheduling is blocked due to non-empty scheduling gates".to_owned(),
+                    ),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        });
+        if let Some(grace) = pod
+            .spec
+            .as_mut()
+            .and_then(|s| s.termination_grace_period_seconds.as_mut())
+            .filter(|g| **g < 0)
+        {
+            *grace = 1;
+        }
+    }
+
+    fn validate(&self, pod: &Pod) -> ErrorList {
+        validate_pod(pod)
+    }
+
+    fn validate_update(&self, new: &Pod, old: &Pod) -> ErrorList {
+        validate_pod_update(new, old)
+    }
+
+    async fn admit_create(&self, ctx: &Context<'_>, pod: &mut Pod) -> Result<(), ApiError> {
+        admission::admit(ctx, pod).await
+    }
+
+    fn selectable_fields(&self, pod: &Pod) -> Vec<(&'static str, String)> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let status = pod.status.clone().unwrap_or_default();
+        let pod_ips: Vec<String> = status
+            .pod_ips
+            .iter()
+            .flatten()
+            .map(|ip| ip.ip.clone())
+            .collect();
+        vec![
+            ("spec.nodeName", spec.node_name.unwrap_or_default()),
+            (
+                "spec.restartPolicy",
+                spec.restart_policy.unwrap_or_default(),
+            ),
+            (
+                "spec.schedulerName",
+                spec.scheduler_name.unwrap_or_default(),
+            ),
+            (
+                "spec.serviceAccountName",
+                spec.service_account_name.unwrap_or_default(),
+            ),
+            (
+                "spec.hostNetwork",
+                spec.host_network.unwrap_or(false).to_string(),
+            ),
+            ("status.phase", status.phase.unwrap_or_default()),
+            ("status.podIP", pod_ips.first().cloned().unwrap_or_default()),
+            ("status.podIPs", pod_ips.join(",")),
+            (
+                "status.nominatedNodeName",
+                status.nominated_node_name.unwrap_or_default(),
+            ),
+        ]
+    }
+
+    fn columns(&self) -> Vec<TableColumn> {
+        table::columns()
+    }
+
+    fn row(&self, pod: &Pod) -> Vec<Value> {
+        table::row(pod)
+    }
+
+    /// Upstream CheckGracefulDelete: the requested period, else the pod's
+    /// terminationGracePeriodSeconds; at once when the pod is not scheduled or has
+    /// finished; a negative period is 1.
+    fn graceful_delete(&self, pod: &Pod, requested: Option<i64>) -> Option<i64> {
+        let spec = pod.spec.as_ref();
+        let mut period = requested
+            .or_else(|| spec.and_then(|s| s.termination_grace_period_seconds))
+            .unwrap_or(0);
+        let scheduled = spec
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if !scheduled || matches!(phase, Some("Succeeded" | "Failed")) {
+            period = 0;
+        }
+        if period < 0 {
+            period = 1;
+        }
+        (period > 0).then_some(period)
+    }
+}
+
+#[cfg(test)]
+mod tests;

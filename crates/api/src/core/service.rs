@@ -123,7 +123,7 @@ pub fn validate_service(service: &Service) -> ErrorList {
                 names::is_dns1123_subdomain(external_name),
             );
         }
-    } else if !cluster_ip.is_empty() && !headless && !names::is_valid_ip(cluster_ip).is_empty() {
+    } else if !cluster_ip.is_empty() && !headless && !names::is_valid_ip(&spec_path, cluster_ip).is_empty() {
         errors.push(FieldError::invalid(
             &spec_path.child("clusterIPs").index(0),
             cluster_ip,
@@ -175,7 +175,7 @@ fn validate_port<'a>(
         errors,
         &path.child("port"),
         port.port,
-        names::is_valid_port_num(port.port),
+        names::is_valid_port_num(port.port.into()),
     );
     one_of(
         errors,
@@ -187,7 +187,7 @@ fn validate_port<'a>(
     let target_path = path.child("targetPort");
     match &port.target_port {
         Some(IntOrString::Int(n)) => {
-            invalid_each(errors, &target_path, *n, names::is_valid_port_num(*n));
+            invalid_each(errors, &target_path, *n, names::is_valid_port_num((*n).into()));
         }
         Some(IntOrString::String(s)) => {
             invalid_each(
@@ -204,7 +204,7 @@ fn validate_port<'a>(
             errors,
             &path.child("nodePort"),
             node_port,
-            names::is_valid_port_num(node_port),
+            names::is_valid_port_num(node_port.into()),
         );
     }
 }

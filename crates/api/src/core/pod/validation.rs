@@ -232,7 +232,7 @@ fn validate_ports(errors: &mut ErrorList, path: &Path, c: &Container) {
         if port.container_port == 0 {
             errors.push(FieldError::required(&p.child("containerPort"), ""));
         } else {
-            let problems = names::is_valid_port_num(port.container_port);
+            let problems = names::is_valid_port_num(port.container_port.into());
             invalid_each(
                 errors,
                 &p.child("containerPort"),
@@ -241,7 +241,7 @@ fn validate_ports(errors: &mut ErrorList, path: &Path, c: &Container) {
             );
         }
         if let Some(host_port) = port.host_port.filter(|p| *p != 0) {
-            let problems = names::is_valid_port_num(host_port);
+            let problems = names::is_valid_port_num(host_port.into());
             invalid_each(errors, &p.child("hostPort"), host_port, problems);
         }
         one_of(

@@ -23,6 +23,13 @@ pub mod selector;
 pub mod validation;
 
 pub mod apps;
-
 pub mod batch;
+pub mod certificates;
+pub mod coordination;
+pub mod discovery;
+pub mod events;
+pub mod node;
+pub mod policy;
+pub mod scheduling;
+
 mod pending;

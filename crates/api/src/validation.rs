@@ -10,20 +10,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::field::{ErrorList, FieldError, Path};
-use crate::pending;
+use crate::selector::LabelSelector as Selector;
+use crate::{meta, names};
 
-/// `must be greater than or equal to 0` for a negative `value`.
-pub fn nonnegative(value: i64, path: &Path) -> ErrorList {
-    if value < 0 {
-        vec![FieldError::invalid(
-            path,
-            value,
-            "must be greater than or equal to 0",
-        )]
-    } else {
-        Vec::new()
-    }
-}
+/// `must be greater than or equal to 0` for a negative `value` (machinery's
+/// `validate_nonnegative_field`).
+pub use crate::meta::validate_nonnegative_field as nonnegative;
 
 /// [`nonnegative`] for an optional field (absent is fine).
 pub fn nonnegative_opt(value: Option<impl Into<i64>>, path: &Path) -> ErrorList {
@@ -35,13 +27,12 @@ pub fn json<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-/// `field is immutable` when `new` differs from `old`.
+/// `field is immutable` when `new` differs from `old`, for any serializable field.
 pub fn immutable<T: Serialize + PartialEq>(new: &T, old: &T, path: &Path) -> ErrorList {
     if new == old {
-        Vec::new()
-    } else {
-        vec![FieldError::invalid(path, json(new), "field is immutable")]
+        return Vec::new();
     }
+    meta::validate_immutable_field(json(new), &json(old), path)
 }
 
 /// `must be greater than 0` for a zero or negative `value` (`ValidatePositiveField`).
@@ -61,27 +52,23 @@ fn int_or_string_value(value: &IntOrString) -> Value {
     }
 }
 
-/// The number of a percent string `25%` (`IsValidPercent`: digits then `%`).
+/// The number of a percent string `25%` (`getPercentValue`), `None` for anything else.
 pub fn percent(value: &str) -> Option<i64> {
-    let digits = value.strip_suffix('%')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    if !names::is_valid_percent(value).is_empty() {
         return None;
     }
     // Digits only: the parse fails only on overflow, which counts as "very large".
-    Some(digits.parse().unwrap_or(i64::MAX))
+    Some(value.trim_end_matches('%').parse().unwrap_or(i64::MAX))
 }
 
 /// `ValidatePositiveIntOrPercent`: a non-negative integer or a percent string.
 pub fn int_or_percent(value: &IntOrString, path: &Path) -> ErrorList {
     match value {
         IntOrString::Int(i) => nonnegative((*i).into(), path),
-        IntOrString::String(s) if percent(s).is_none() => vec![FieldError::invalid(
-            path,
-            s.as_str(),
-            "a valid percent string must be a numeric string followed by an ending '%' (e.g. \
-             '1%',  or '93%', regex used for validation is '[0-9]+%')",
-        )],
-        IntOrString::String(_) => Vec::new(),
+        IntOrString::String(s) => names::is_valid_percent(s)
+            .into_iter()
+            .map(|message| FieldError::invalid(path, s.as_str(), message))
+            .collect(),
     }
 }
 
@@ -131,7 +118,7 @@ pub fn workload_selector(
             errors.push(FieldError::required(selector_path, ""));
         }
     } else {
-        errors.extend(pending::validate_label_selector(selector, selector_path));
+        errors.extend(meta::validate_label_selector(selector, selector_path));
         if empty {
             errors.push(FieldError::invalid(
                 selector_path,
@@ -141,13 +128,19 @@ pub fn workload_selector(
         }
     }
     let labels = template_labels.cloned().unwrap_or_default();
-    // Upstream converts an absent selector to "nothing", which matches no labels.
-    if empty || !pending::selector_matches(selector, &labels) {
-        errors.push(FieldError::invalid(
+    match Selector::from_meta(selector) {
+        Err(_) => errors.push(FieldError::invalid(
+            selector_path,
+            json(selector),
+            "invalid label selector",
+        )),
+        // Upstream converts an absent selector to "nothing", which matches no labels.
+        Ok(parsed) if empty || !parsed.matches(&labels) => errors.push(FieldError::invalid(
             &template_path.child("metadata").child("labels"),
             json(&labels),
             "`selector` does not match template `labels`",
-        ));
+        )),
+        Ok(_) => {}
     }
     errors
 }

@@ -7,8 +7,9 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::field::{ErrorList, FieldError, Path};
+use crate::selector::LabelSelector as Selector;
 use crate::validation::{immutable, json, nonnegative_opt};
-use crate::{pending, validation};
+use crate::{meta, pending, validation};
 
 /// The label every pod of a job carries, selected by the generated selector.
 pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
@@ -120,7 +121,7 @@ pub fn validate(job: &Job) -> ErrorList {
     {
         let uid = job.metadata.uid.clone().unwrap_or_default();
         let generated = [(CONTROLLER_UID_LABEL.to_owned(), uid)].into();
-        if !pending::selector_matches(selector, &generated) {
+        if Selector::from_meta(selector).is_ok_and(|s| !s.matches(&generated)) {
             errors.push(FieldError::invalid(
                 &path.child("selector"),
                 json(selector),
@@ -132,7 +133,7 @@ pub fn validate(job: &Job) -> ErrorList {
     match &spec.selector {
         None => errors.push(FieldError::required(&path.child("selector"), "")),
         Some(selector) => {
-            errors.extend(pending::validate_label_selector(
+            errors.extend(meta::validate_label_selector(
                 selector,
                 &path.child("selector"),
             ));
@@ -142,7 +143,7 @@ pub fn validate(job: &Job) -> ErrorList {
                 .as_ref()
                 .and_then(|m| m.labels.clone())
                 .unwrap_or_default();
-            if !pending::selector_matches(selector, &labels) {
+            if Selector::from_meta(selector).is_ok_and(|s| !s.matches(&labels)) {
                 errors.push(FieldError::invalid(
                     &path.child("template").child("metadata").child("labels"),
                     json(&labels),

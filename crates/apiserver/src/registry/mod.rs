@@ -8,6 +8,17 @@
 
 mod adapter;
 pub mod core;
+pub mod printers;
+
+mod apps;
+mod batch;
+mod certificates;
+mod coordination;
+mod discovery;
+mod events;
+mod node;
+mod policy;
+mod scheduling;
 
 use std::sync::Arc;
 
@@ -263,6 +274,9 @@ pub trait Strategy: Send + Sync + 'static {
     fn default(&self, _object: &mut Self::Object) {}
 
     /// Upstream's PrepareForCreate: drop what a client may not set (usually the status).
+    /// As upstream's BeforeCreate guarantees, `metadata.name` (generated if need be),
+    /// `metadata.uid` and `metadata.creationTimestamp` are already set (jobs label their
+    /// pod template with the uid here).
     fn prepare_for_create(&self, _object: &mut Self::Object) {}
 
     /// Upstream's PrepareForUpdate of the main resource (the status of `old` is already
@@ -402,8 +416,17 @@ impl Registry {
     /// The built-in kinds.
     pub fn builtin() -> Self {
         let mut registry = Registry::default();
-        // Each API group's module adds its kinds here.
+        // Each API group's module adds its kinds, in upstream's discovery order.
         core::add(&mut registry);
+        apps::add(&mut registry);
+        events::add(&mut registry);
+        batch::add(&mut registry);
+        certificates::add(&mut registry);
+        policy::add(&mut registry);
+        scheduling::add(&mut registry);
+        coordination::add(&mut registry);
+        node::add(&mut registry);
+        discovery::add(&mut registry);
         registry
     }
 

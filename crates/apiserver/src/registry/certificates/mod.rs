@@ -1,0 +1,178 @@
+//! certificates.k8s.io/v1 certificatesigningrequests (upstream
+//! `pkg/registry/certificates/certificates`): the requester is recorded from the request's
+//! user, `/status` sets the certificate, `/approval` the Approved/Denied conditions.
+
+mod approval;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use serde_json::Value;
+use skiff_api::certificates;
+use skiff_api::field::ErrorList;
+
+use super::printers::{self, AGE, NAME, column};
+use super::{Context, Registry, ResourceInfo, Strategy, Subresource, TableColumn};
+use crate::error::ApiError;
+
+/// Adds certificatesigningrequests.
+pub fn add(registry: &mut Registry) {
+    registry.add(CertificateSigningRequests);
+}
+
+/// `csr`; cluster-scoped; status and approval subresources; field selector
+/// `spec.signerName`.
+pub struct CertificateSigningRequests;
+
+/// The Condition cell: Denied, Approved or Pending, then `,Failed` and `,Issued`.
+fn condition_cell(csr: &CertificateSigningRequest) -> String {
+    let status = csr.status.clone().unwrap_or_default();
+    let has = |kind: &str| status.conditions.iter().flatten().any(|c| c.type_ == kind);
+    let mut cell = if has("Denied") {
+        "Denied".to_owned()
+    } else if has("Approved") {
+        "Approved".to_owned()
+    } else {
+        "Pending".to_owned()
+    };
+    if has("Failed") {
+        cell.push_str(",Failed");
+    }
+    if status.certificate.is_some_and(|c| !c.0.is_empty()) {
+        cell.push_str(",Issued");
+    }
+    cell
+}
+
+#[async_trait]
+impl Strategy for CertificateSigningRequests {
+    type Object = CertificateSigningRequest;
+
+    fn info(&self) -> ResourceInfo {
+        ResourceInfo {
+            short_names: &["csr"],
+            ..ResourceInfo::of::<CertificateSigningRequest>()
+        }
+    }
+
+    fn status_subresource(&self) -> bool {
+        true
+    }
+
+    fn subresources(&self) -> Vec<Arc<dyn Subresource>> {
+        vec![Arc::new(approval::Approval)]
+    }
+
+    /// Clears the requester (set from the request's user by [`Strategy::admit_create`])
+    /// and the status: no one creates a pre-approved request.
+    fn prepare_for_create(&self, object: &mut CertificateSigningRequest) {
+        let spec = &mut object.spec;
+        spec.username = None;
+        spec.uid = None;
+        spec.groups = None;
+        spec.extra = None;
+        object.status = Some(Default::default());
+    }
+
+    /// The main resource changes metadata only.
+    fn prepare_for_update(
+        &self,
+        new: &mut CertificateSigningRequest,
+        old: &CertificateSigningRequest,
+    ) {
+        new.spec = old.spec.clone();
+    }
+
+    fn validate(&self, object: &CertificateSigningRequest) -> ErrorList {
+        certificates::validate_create(object)
+    }
+
+    fn validate_update(
+        &self,
+        new: &CertificateSigningRequest,
+        old: &CertificateSigningRequest,
+    ) -> ErrorList {
+        certificates::validate_status_update(new, old)
+    }
+
+    async fn admit_create(
+        &self,
+        ctx: &Context<'_>,
+        object: &mut CertificateSigningRequest,
+    ) -> Result<(), ApiError> {
+        let user = ctx.user;
+        let spec = &mut object.spec;
+        spec.username = Some(user.name.clone());
+        spec.uid = (!user.uid.is_empty()).then(|| user.uid.clone());
+        spec.groups = Some(user.groups.clone());
+        Ok(())
+    }
+
+    fn selectable_fields(&self, object: &CertificateSigningRequest) -> Vec<(&'static str, String)> {
+        vec![("spec.signerName", object.spec.signer_name.clone())]
+    }
+
+    fn columns(&self) -> Vec<TableColumn> {
+        vec![
+            NAME,
+            AGE,
+            column("SignerName", "string", "Only track signers of certificates", 0),
+            column("Requestor", "string", "Name of the user requesting the certificate", 0),
+            column("RequestedDuration", "string", "Requested duration of the certificate", 0),
+            column("Condition", "string", "The current condition of the certificate", 0),
+        ]
+    }
+
+    fn row(&self, object: &CertificateSigningRequest) -> Vec<Value> {
+        let spec = &object.spec;
+        let signer = if spec.signer_name.is_empty() {
+            "<none>".to_owned()
+        } else {
+            spec.signer_name.clone()
+        };
+        let duration = spec
+            .expiration_seconds
+            .map_or_else(|| "<none>".to_owned(), |s| printers::human_duration(s.into()));
+        vec![
+            Value::from(object.metadata.name.clone().unwrap_or_default()),
+            printers::age(&object.metadata),
+            Value::from(signer),
+            Value::from(spec.username.clone().unwrap_or_default()),
+            Value::from(duration),
+            Value::from(condition_cell(object)),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn row_matches_upstream_printer() {
+        let csr: CertificateSigningRequest = serde_json::from_value(json!({
+            "metadata": {"name": "node-csr"},
+            "spec": {
+                "request": "",
+                "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                "username": "system:node:n1",
+                "expirationSeconds": 86400,
+            },
+            "status": {"conditions": [{"type": "Approved", "status": "True"}], "certificate": "YWJj"},
+        }))
+        .unwrap();
+        assert_eq!(
+            CertificateSigningRequests.row(&csr),
+            [
+                json!("node-csr"),
+                json!("<unknown>"),
+                json!("kubernetes.io/kube-apiserver-client-kubelet"),
+                json!("system:node:n1"),
+                json!("24h"),
+                json!("Approved,Issued"),
+            ]
+        );
+    }
+}

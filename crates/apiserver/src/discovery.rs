@@ -180,7 +180,10 @@ impl Documents {
                 let group_version = group_version(group.name, version);
                 let list = APIResourceList {
                     group_version: group_version.clone(),
-                    resources: kinds.iter().flat_map(|k| api_resources(k.as_ref())).collect(),
+                    resources: kinds
+                        .iter()
+                        .flat_map(|k| api_resources(k.as_ref()))
+                        .collect(),
                 };
                 resources.insert(group_version, Document::json(&list));
             }
@@ -197,7 +200,7 @@ impl Documents {
         Documents {
             version: Document::json(&version_info()),
             core_versions,
-            group_list: Document::json(&APIGroupList { groups: api_groups }),
+            group_list: Document::json(&group_list(api_groups)),
             groups,
             resources,
             aggregated: aggregated::Documents::build(&grouped),
@@ -212,6 +215,19 @@ pub(crate) fn group_version(group: &str, version: &str) -> String {
     } else {
         format!("{group}/{version}")
     }
+}
+
+/// `APIGroupList` as upstream writes it: the groups inside without their own `kind` and
+/// `apiVersion` (which k8s-openapi writes for every `APIGroup`).
+fn group_list(groups: Vec<APIGroup>) -> serde_json::Value {
+    let mut list = serde_json::to_value(APIGroupList { groups }).unwrap_or_default();
+    if let Some(groups) = list.get_mut("groups").and_then(|g| g.as_array_mut()) {
+        for group in groups.iter_mut().filter_map(|g| g.as_object_mut()) {
+            group.remove("kind");
+            group.remove("apiVersion");
+        }
+    }
+    list
 }
 
 fn api_group(group: &GroupVersions<'_>) -> APIGroup {
@@ -562,7 +578,8 @@ mod tests {
 
     #[tokio::test]
     async fn aggregated_discovery_answers_the_version_asked() {
-        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+        let v2 =
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
         let (status, headers, list) = get("/apis", Some(v2)).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(

@@ -247,7 +247,9 @@ mod tests {
         // Parameters in any order, and client-go's nopeer profile.
         assert_eq!(
             negotiate(
-                Some("application/json; as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io;profile=nopeer"),
+                Some(
+                    "application/json; as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io;profile=nopeer"
+                ),
                 true
             ),
             Some(Format::V2)

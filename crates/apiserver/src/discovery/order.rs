@@ -36,7 +36,9 @@ pub fn group_priority(group: &str) -> i32 {
 /// Versions that are not Kubernetes-like (`foo`) sort last, by name.
 fn parse(version: &str) -> Option<(u8, u64, u64)> {
     let rest = version.strip_prefix('v')?;
-    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     let major: u64 = rest[..digits].parse().ok()?;
     let tail = &rest[digits..];
     let (stability, minor) = if tail.is_empty() {
@@ -74,7 +76,9 @@ mod tests {
         versions.sort_by(|a, b| compare_versions(a, b));
         assert_eq!(
             versions,
-            ["v10", "v2", "v1", "v2beta2", "v1beta2", "v1beta1", "v1alpha1", "foo"]
+            [
+                "v10", "v2", "v1", "v2beta2", "v1beta2", "v1beta1", "v1alpha1", "foo"
+            ]
         );
     }
 

@@ -352,10 +352,7 @@ impl KindEndpoints<'_> {
                 reply: Payload::Schema(super::schemas::STATUS.to_owned()),
                 ..self.op(
                     Method::Delete,
-                    format!(
-                        "delete{}Collection{}{kind}",
-                        self.prefix_id, self.scope_id
-                    ),
+                    format!("delete{}Collection{}{kind}", self.prefix_id, self.scope_id),
                     format!("delete collection of {kind}"),
                     "deletecollection",
                     DELETE_COLLECTION_PARAMS,
@@ -630,7 +627,10 @@ mod tests {
         assert_eq!(group_id("rbac.authorization.k8s.io"), "RbacAuthorization");
         assert_eq!(group_id("events.k8s.io"), "Events");
         assert_eq!(tag("", "v1"), "core_v1");
-        assert_eq!(tag("rbac.authorization.k8s.io", "v1"), "rbacAuthorization_v1");
+        assert_eq!(
+            tag("rbac.authorization.k8s.io", "v1"),
+            "rbacAuthorization_v1"
+        );
     }
 
     #[test]
@@ -670,7 +670,11 @@ mod tests {
         let status = find("/api/v1/namespaces/{namespace}/pods/{name}/status");
         assert_eq!(status.operations.len(), 3);
         assert_eq!(
-            status.path_params.iter().map(|p| p.name).collect::<Vec<_>>(),
+            status
+                .path_params
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>(),
             ["name", "namespace"]
         );
     }

@@ -719,8 +719,9 @@ mod convert {
                     .collect(),
                 _ => Vec::new(),
             },
-            security_definitions: map.get("securityDefinitions").map(|defs| {
-                SecurityDefinitions {
+            security_definitions: map
+                .get("securityDefinitions")
+                .map(|defs| SecurityDefinitions {
                     additional_properties: object(defs)
                         .iter()
                         .map(|(name, scheme)| {
@@ -738,8 +739,7 @@ mod convert {
                             }
                         })
                         .collect(),
-                }
-            }),
+                }),
             vendor_extension: extensions(map),
         }
     }
@@ -827,7 +827,10 @@ mod tests {
             .query_parameter_sub_schema
             .as_ref()
             .unwrap();
-        assert_eq!((query.name.as_str(), query.r#type.as_str()), ("watch", "boolean"));
+        assert_eq!(
+            (query.name.as_str(), query.r#type.as_str()),
+            ("watch", "boolean")
+        );
         assert_eq!(get.vendor_extension[0].name, "x-kubernetes-action");
     }
 

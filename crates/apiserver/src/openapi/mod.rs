@@ -38,10 +38,11 @@ use crate::discovery::Document;
 use crate::error::ApiError;
 use crate::registry::Registry;
 
-/// The media type of the OpenAPI v2 document in protobuf.
-pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
-/// The older spelling upstream still accepts.
-const V2_PROTOBUF_OLD: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+/// The media type of the OpenAPI v2 document in protobuf, as answered in `Content-Type`.
+pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+/// The deprecated spelling client-go asks for; its `@` is not valid in a media type (Go's
+/// `mime.ParseMediaType` rejects it), so answers carry [`V2_PROTOBUF`].
+const V2_PROTOBUF_DEPRECATED: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 const JSON: &str = "application/json";
 
 /// Every OpenAPI document of a registry, encoded.
@@ -169,10 +170,10 @@ fn not_acceptable(offers: &[&str]) -> Response {
 }
 
 async fn v2_document(State(openapi): State<Arc<OpenApi>>, headers: HeaderMap) -> Response {
-    let offers = [JSON, V2_PROTOBUF, V2_PROTOBUF_OLD];
+    let offers = [JSON, V2_PROTOBUF, V2_PROTOBUF_DEPRECATED];
     match negotiate(&headers, &offers) {
         Some(JSON) => openapi.v2_json.respond(&headers, JSON),
-        Some(protobuf) => openapi.v2_protobuf.respond(&headers, protobuf),
+        Some(_) => openapi.v2_protobuf.respond(&headers, V2_PROTOBUF),
         None => not_acceptable(&offers),
     }
 }
@@ -212,4 +213,161 @@ async fn v3_document(
         .headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static(cache));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::header::{CONTENT_TYPE, IF_NONE_MATCH};
+    use axum::http::{Request, StatusCode};
+    use prost::Message;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::discovery::testing::registry;
+
+    async fn get(
+        router: &Router,
+        uri: &str,
+        accept: Option<&str>,
+    ) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let mut request = Request::get(uri);
+        if let Some(accept) = accept {
+            request = request.header(ACCEPT, accept);
+        }
+        let response = router
+            .clone()
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, headers, body.to_vec())
+    }
+
+    #[tokio::test]
+    async fn v3_index_points_at_cacheable_documents() {
+        let router: Router = router(&registry());
+        let (status, _, body) = get(&router, "/openapi/v3", None).await;
+        assert_eq!(status, StatusCode::OK);
+        let index: Value = serde_json::from_slice(&body).unwrap();
+        let paths = index["paths"].as_object().unwrap();
+        assert_eq!(
+            paths.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["api/v1", "apis/apps/v1"]
+        );
+        let url = paths["api/v1"]["serverRelativeURL"].as_str().unwrap();
+        assert!(url.starts_with("/openapi/v3/api/v1?hash="), "{url}");
+
+        let (status, headers, body) = get(&router, url, Some("application/json")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[CACHE_CONTROL], "public, immutable");
+        let etag = headers["etag"].to_str().unwrap().to_owned();
+        assert!(etag.contains(url.rsplit('=').next().unwrap()));
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(doc["openapi"], "3.0.0");
+
+        let (_, headers, _) = get(&router, "/openapi/v3/api/v1", None).await;
+        assert_eq!(headers[CACHE_CONTROL], "no-cache, private");
+        let request = Request::get("/openapi/v3/api/v1")
+            .header(IF_NONE_MATCH, etag)
+            .body(Body::empty())
+            .unwrap();
+        let cached = router.clone().oneshot(request).await.unwrap();
+        assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
+
+        let (status, _, _) = get(&router, "/openapi/v3/apis/batch/v1", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let protobuf = "application/com.github.proto-openapi.spec.v3@v1.0+protobuf";
+        let (status, _, _) = get(&router, "/openapi/v3/api/v1", Some(protobuf)).await;
+        assert_eq!(status, StatusCode::NOT_ACCEPTABLE);
+    }
+
+    /// What `kubectl explain` and kubectl's field validation check look for in v3.
+    #[tokio::test]
+    async fn v3_operations_and_schemas_carry_group_version_kinds() {
+        let router: Router = router(&registry());
+        let (_, _, body) = get(&router, "/openapi/v3/api/v1", None).await;
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        let pod = json!({"group": "", "kind": "Pod", "version": "v1"});
+        let list = &doc["paths"]["/api/v1/namespaces/{namespace}/pods"]["get"];
+        assert_eq!(list["x-kubernetes-group-version-kind"], pod);
+        assert_eq!(list["x-kubernetes-action"], "list");
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        assert!(
+            schemas["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"]
+                .as_array()
+                .unwrap()
+                .contains(&pod)
+        );
+        let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
+        assert_eq!(patch["x-kubernetes-group-version-kind"], pod);
+        assert!(
+            patch["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "fieldValidation")
+        );
+        assert_eq!(
+            patch["requestBody"]["content"]["application/strategic-merge-patch+json"]["schema"]["$ref"],
+            "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+        );
+        // Only what api/v1 reaches: no apps kinds.
+        assert!(!schemas.contains_key("io.k8s.api.apps.v1.Deployment"));
+        assert!(schemas.contains_key("io.k8s.api.core.v1.Binding"));
+        let spec = &schemas["io.k8s.api.core.v1.Pod"]["properties"]["spec"];
+        assert_eq!(
+            spec["allOf"][0]["$ref"],
+            "#/components/schemas/io.k8s.api.core.v1.PodSpec"
+        );
+        assert!(schemas[schemas::QUANTITY]["oneOf"].is_array());
+    }
+
+    #[tokio::test]
+    async fn v2_is_served_as_json_and_gnostic_protobuf() {
+        let router: Router = router(&registry());
+        let (status, headers, body) = get(&router, "/openapi/v2", None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[CONTENT_TYPE], "application/json");
+        let json: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["swagger"], "2.0");
+        let deployment = &json["definitions"]["io.k8s.api.apps.v1.Deployment"];
+        assert_eq!(
+            deployment["x-kubernetes-group-version-kind"],
+            json!([{"group": "apps", "kind": "Deployment", "version": "v1"}])
+        );
+
+        // client-go's OpenAPISchema() asks with the deprecated spelling.
+        let accept = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+        let (status, headers, body) = get(&router, "/openapi/v2", Some(accept)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[CONTENT_TYPE], V2_PROTOBUF);
+        let doc = gnostic::Document::decode(body.as_slice()).unwrap();
+        assert_eq!(doc.swagger, "2.0");
+        let definitions = doc.definitions.unwrap().additional_properties;
+        assert_eq!(
+            definitions.len(),
+            json["definitions"].as_object().unwrap().len()
+        );
+        let paths = doc.paths.unwrap().path;
+        let patch = paths
+            .iter()
+            .find(|p| p.name == "/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
+            .and_then(|p| p.value.as_ref()?.patch.clone())
+            .unwrap();
+        assert!(patch.parameters.iter().any(|p| {
+            p.parameter
+                .as_ref()
+                .and_then(|p| p.non_body_parameter.as_ref())
+                .and_then(|p| p.query_parameter_sub_schema.as_ref())
+                .is_some_and(|q| q.name == "fieldValidation")
+        }));
+
+        let (status, _, _) = get(&router, "/openapi/v2", Some("text/html")).await;
+        assert_eq!(status, StatusCode::NOT_ACCEPTABLE);
+    }
 }

@@ -65,7 +65,11 @@ fn operation(op: &Operation, tag: &str) -> Value {
         );
     }
     if let Some(body) = &op.body {
-        let types: &[&str] = if op.is_patch() { &PATCH_TYPES } else { &["*/*"] };
+        let types: &[&str] = if op.is_patch() {
+            &PATCH_TYPES
+        } else {
+            &["*/*"]
+        };
         let mut request = json!({"content": content(types, &schema_ref(body))});
         if op.method != Method::Delete
             && let Value::Object(map) = &mut request

@@ -123,7 +123,8 @@ pub(crate) struct GroupVersions<'a> {
 /// order (higher [`group_priority`] first, then by name); versions by upstream's version
 /// priority (`v1` before `v1beta1`); kinds by resource name.
 pub(crate) fn grouped(registry: &Registry) -> Vec<GroupVersions<'_>> {
-    let mut by_group: BTreeMap<&str, BTreeMap<&str, Vec<&Arc<dyn Kind>>>> = BTreeMap::new();
+    type Versions<'a> = BTreeMap<&'a str, Vec<&'a Arc<dyn Kind>>>;
+    let mut by_group: BTreeMap<&str, Versions<'_>> = BTreeMap::new();
     for kind in registry.kinds() {
         let info = kind.info();
         by_group

@@ -99,8 +99,8 @@ async fn serve() -> (String, Log) {
 }
 
 /// Runs kubectl `release` with a kubeconfig for `server` and caches under `home`;
-/// returns stdout, failing the test with stderr on a non-zero exit.
-fn kubectl(release: &str, home: &Path, server: &str, args: &[&str]) -> String {
+/// returns stdout and stderr, failing the test on a non-zero exit.
+fn kubectl(release: &str, home: &Path, server: &str, args: &[&str]) -> (String, String) {
     let binary = format!("/usr/lib/google-cloud-sdk/bin/kubectl.{release}");
     let kubeconfig = home.join("kubeconfig");
     std::fs::write(
@@ -120,12 +120,12 @@ fn kubectl(release: &str, home: &Path, server: &str, args: &[&str]) -> String {
         .output()
         .unwrap_or_else(|e| panic!("{binary}: {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
-        "kubectl {release} {args:?}: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
+        "kubectl {release} {args:?}: {stderr}\n{stdout}"
     );
-    stdout
+    (stdout, stderr)
 }
 
 fn write(home: &Path, name: &str, manifest: &str) -> String {
@@ -141,7 +141,16 @@ const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  na
 fn smoke(release: &str, server: &str, log: &Log) {
     let home = tempfile::tempdir().unwrap();
     let home = home.path();
-    let run = |args: &[&str]| kubectl(release, home, server, args);
+    let run = |args: &[&str]| kubectl(release, home, server, args).0;
+    // A client-side apply computes its patch from the kind's OpenAPI schema (v2 in 1.27,
+    // v3 in 1.33) and warns, or logs at -v=5, when it cannot and falls back.
+    let apply = |file: &str| {
+        let (stdout, stderr) = kubectl(release, home, server, &["apply", "-f", file, "-v=5"]);
+        for complaint in ["error calculating patch", "OpenAPI V3 path"] {
+            assert!(!stderr.contains(complaint), "{stderr}");
+        }
+        stdout
+    };
 
     let version: Value = serde_json::from_str(&run(&["version", "-o", "json"])).unwrap();
     assert_eq!(version["serverVersion"]["gitVersion"], "v1.37.0+skiff");
@@ -184,6 +193,14 @@ fn smoke(release: &str, server: &str, log: &Log) {
         "deployments.spec.template.spec.containers.resources.limits",
     ]);
     assert!(explain.contains("Quantity"), "{explain}");
+    // The OpenAPI v2 form (protobuf), as kubectl explain read it before v3.
+    let explain = run(&[
+        "explain",
+        "deployments.spec",
+        "--output=plaintext-openapiv2",
+    ]);
+    assert!(explain.contains("RESOURCE: spec <Object>"), "{explain}");
+    assert!(explain.contains("replicas\t<integer>"), "{explain}");
 
     assert!(run(&["get", "configmaps"]).is_empty());
 
@@ -193,19 +210,13 @@ fn smoke(release: &str, server: &str, log: &Log) {
         "configmap/smoke created\n"
     );
     let deployment = write(home, "deploy.yaml", DEPLOYMENT);
-    assert_eq!(
-        run(&["apply", "-f", &deployment]),
-        "deployment.apps/web created\n"
-    );
+    assert_eq!(apply(&deployment), "deployment.apps/web created\n");
     let changed = write(
         home,
         "deploy2.yaml",
         &DEPLOYMENT.replace("nginx", "nginx:2"),
     );
-    assert_eq!(
-        run(&["apply", "-f", &changed]),
-        "deployment.apps/web configured\n"
-    );
+    assert_eq!(apply(&changed), "deployment.apps/web configured\n");
 
     let log = log.lock().unwrap();
     // kubectl left validation to the server: it saw fieldValidation on PATCH in OpenAPI.
@@ -219,12 +230,12 @@ fn smoke(release: &str, server: &str, log: &Log) {
         .find(|(r, _)| r.starts_with("PATCH /apis/apps/v1/namespaces/default/deployments/web"))
         .unwrap();
     assert!(patch.0.contains("fieldValidation=Strict"), "{patch:?}");
-    // kubectl 1.27 fetched the protobuf OpenAPI v2 document for validation and parsed it
-    // (kubectl 1.33 reads only v3).
-    let protobuf = log
-        .iter()
-        .any(|(r, accept)| r.starts_with("GET /openapi/v2?") && accept.contains("protobuf"));
-    assert_eq!(protobuf, release == "1.27", "{log:?}");
+    // The v2 explain fetched the protobuf OpenAPI v2 document and parsed it.
+    assert!(
+        log.iter()
+            .any(|(r, accept)| r.starts_with("GET /openapi/v2?") && accept.contains("protobuf")),
+        "{log:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,7 +23,7 @@ mod v2;
 mod v3;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -114,15 +114,55 @@ impl OpenApi {
 }
 
 /// The routes of `/openapi/v2` and `/openapi/v3`, answering from the documents of
-/// `registry`, rendered here once.
+/// `registry`. They are rendered once, on a thread started here (about a second in a
+/// debug build, which the server's start need not wait for); a request that comes first
+/// waits for them.
 pub fn router<S: Clone + Send + Sync + 'static>(registry: &Registry) -> Router<S> {
-    let openapi = OpenApi::build(registry);
-    tracing::info!(stats = ?openapi.stats, "OpenAPI documents built");
+    let documents = Documents::new(registry);
     Router::new()
         .route("/openapi/v2", get(v2_document))
         .route("/openapi/v3", get(v3_index))
         .route("/openapi/v3/{*path}", get(v3_document))
-        .with_state(Arc::new(openapi))
+        .with_state(documents)
+}
+
+/// The [`OpenApi`] of a registry, rendered at most once.
+#[derive(Clone)]
+struct Documents(Arc<(Registry, OnceLock<OpenApi>)>);
+
+impl Documents {
+    fn new(registry: &Registry) -> Self {
+        let documents = Documents(Arc::new((registry.clone(), OnceLock::new())));
+        let background = documents.clone();
+        // Without the thread the first request renders them.
+        let _ = std::thread::Builder::new()
+            .name("openapi".to_owned())
+            .spawn(move || {
+                background.get();
+            });
+        documents
+    }
+
+    /// Renders the documents or waits for the rendering under way.
+    fn get(&self) -> &OpenApi {
+        self.0.1.get_or_init(|| {
+            let openapi = OpenApi::build(&self.0.0);
+            tracing::info!(stats = ?openapi.stats, "OpenAPI documents built");
+            openapi
+        })
+    }
+
+    /// [`Documents::get`] off the async runtime's threads.
+    async fn ready(&self) -> &OpenApi {
+        if self.0.1.get().is_none() {
+            let documents = self.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                documents.get();
+            })
+            .await;
+        }
+        self.get()
+    }
 }
 
 /// Which of `offers` the `Accept` header prefers (the first acceptable range in the
@@ -169,7 +209,8 @@ fn not_acceptable(offers: &[&str]) -> Response {
     .into_response()
 }
 
-async fn v2_document(State(openapi): State<Arc<OpenApi>>, headers: HeaderMap) -> Response {
+async fn v2_document(State(documents): State<Documents>, headers: HeaderMap) -> Response {
+    let openapi = documents.ready().await;
     let offers = [JSON, V2_PROTOBUF, V2_PROTOBUF_DEPRECATED];
     match negotiate(&headers, &offers) {
         Some(JSON) => openapi.v2_json.respond(&headers, JSON),
@@ -178,7 +219,8 @@ async fn v2_document(State(openapi): State<Arc<OpenApi>>, headers: HeaderMap) ->
     }
 }
 
-async fn v3_index(State(openapi): State<Arc<OpenApi>>, headers: HeaderMap) -> Response {
+async fn v3_index(State(documents): State<Documents>, headers: HeaderMap) -> Response {
+    let openapi = documents.ready().await;
     match negotiate(&headers, &[JSON]) {
         Some(_) => openapi.v3_index.respond(&headers, JSON),
         None => not_acceptable(&[JSON]),
@@ -186,11 +228,12 @@ async fn v3_index(State(openapi): State<Arc<OpenApi>>, headers: HeaderMap) -> Re
 }
 
 async fn v3_document(
-    State(openapi): State<Arc<OpenApi>>,
+    State(documents): State<Documents>,
     Path(path): Path<String>,
     Query(query): Query<BTreeMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
+    let openapi = documents.ready().await;
     let Some(doc) = openapi.v3.get(path.trim_end_matches('/')) else {
         return ApiError::new(
             404,

@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::routing::any;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -28,7 +29,7 @@ type Store = Arc<Mutex<BTreeMap<String, Value>>>;
 
 /// The stand-in for the REST layer: creates store the body, gets and patches return what
 /// is stored, lists return the stored items of the collection.
-async fn objects(store: Store, request: Request) -> Response {
+async fn objects(State(store): State<Store>, request: Request) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let body = axum::body::to_bytes(request.into_body(), usize::MAX)
@@ -72,9 +73,14 @@ async fn serve() -> (String, Log) {
     let log: Log = Arc::default();
     let store: Store = Arc::default();
     let logged = log.clone();
+    // The REST layer's own route patterns, to prove the routers merge with them.
+    let rest: Router = Router::new()
+        .route("/api/v1/{*path}", any(objects))
+        .route("/apis/{group}/{version}/{*path}", any(objects))
+        .with_state(store);
     let app: Router = super::router(&registry)
         .merge(crate::openapi::router(&registry))
-        .fallback(move |request: Request| objects(store.clone(), request))
+        .merge(rest)
         .layer(axum::middleware::from_fn(
             move |request: Request<Body>, next: Next| {
                 let log = logged.clone();

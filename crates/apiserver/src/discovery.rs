@@ -123,7 +123,8 @@ pub(crate) struct GroupVersions<'a> {
 /// order (higher [`group_priority`] first, then by name); versions by upstream's version
 /// priority (`v1` before `v1beta1`); kinds by resource name.
 pub(crate) fn grouped(registry: &Registry) -> Vec<GroupVersions<'_>> {
-    let mut by_group: BTreeMap<&str, BTreeMap<&str, Vec<&Arc<dyn Kind>>>> = BTreeMap::new();
+    type Versions<'a> = BTreeMap<&'a str, Vec<&'a Arc<dyn Kind>>>;
+    let mut by_group: BTreeMap<&str, Versions<'_>> = BTreeMap::new();
     for kind in registry.kinds() {
         let info = kind.info();
         by_group
@@ -200,7 +201,7 @@ impl Documents {
         Documents {
             version: Document::json(&version_info()),
             core_versions,
-            group_list: Document::json(&APIGroupList { groups: api_groups }),
+            group_list: Document::json(&group_list(api_groups)),
             groups,
             resources,
             aggregated: aggregated::Documents::build(&grouped),
@@ -215,6 +216,19 @@ pub(crate) fn group_version(group: &str, version: &str) -> String {
     } else {
         format!("{group}/{version}")
     }
+}
+
+/// `APIGroupList` as upstream writes it: the groups inside without their own `kind` and
+/// `apiVersion` (which k8s-openapi writes for every `APIGroup`).
+fn group_list(groups: Vec<APIGroup>) -> serde_json::Value {
+    let mut list = serde_json::to_value(APIGroupList { groups }).unwrap_or_default();
+    if let Some(groups) = list.get_mut("groups").and_then(|g| g.as_array_mut()) {
+        for group in groups.iter_mut().filter_map(|g| g.as_object_mut()) {
+            group.remove("kind");
+            group.remove("apiVersion");
+        }
+    }
+    list
 }
 
 fn api_group(group: &GroupVersions<'_>) -> APIGroup {

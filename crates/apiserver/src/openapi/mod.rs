@@ -23,7 +23,7 @@ mod v2;
 mod v3;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -38,10 +38,11 @@ use crate::discovery::Document;
 use crate::error::ApiError;
 use crate::registry::Registry;
 
-/// The media type of the OpenAPI v2 document in protobuf.
-pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
-/// The older spelling upstream still accepts.
-const V2_PROTOBUF_OLD: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+/// The media type of the OpenAPI v2 document in protobuf, as answered in `Content-Type`.
+pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+/// The deprecated spelling client-go asks for; its `@` is not valid in a media type (Go's
+/// `mime.ParseMediaType` rejects it), so answers carry [`V2_PROTOBUF`].
+const V2_PROTOBUF_DEPRECATED: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 const JSON: &str = "application/json";
 
 /// Every OpenAPI document of a registry, encoded.
@@ -113,15 +114,55 @@ impl OpenApi {
 }
 
 /// The routes of `/openapi/v2` and `/openapi/v3`, answering from the documents of
-/// `registry`, rendered here once.
+/// `registry`. They are rendered once, on a thread started here (about a second in a
+/// debug build, which the server's start need not wait for); a request that comes first
+/// waits for them.
 pub fn router<S: Clone + Send + Sync + 'static>(registry: &Registry) -> Router<S> {
-    let openapi = OpenApi::build(registry);
-    tracing::info!(stats = ?openapi.stats, "OpenAPI documents built");
+    let documents = Documents::new(registry);
     Router::new()
         .route("/openapi/v2", get(v2_document))
         .route("/openapi/v3", get(v3_index))
         .route("/openapi/v3/{*path}", get(v3_document))
-        .with_state(Arc::new(openapi))
+        .with_state(documents)
+}
+
+/// The [`OpenApi`] of a registry, rendered at most once.
+#[derive(Clone)]
+struct Documents(Arc<(Registry, OnceLock<OpenApi>)>);
+
+impl Documents {
+    fn new(registry: &Registry) -> Self {
+        let documents = Documents(Arc::new((registry.clone(), OnceLock::new())));
+        let background = documents.clone();
+        // Without the thread the first request renders them.
+        let _ = std::thread::Builder::new()
+            .name("openapi".to_owned())
+            .spawn(move || {
+                background.get();
+            });
+        documents
+    }
+
+    /// Renders the documents or waits for the rendering under way.
+    fn get(&self) -> &OpenApi {
+        self.0.1.get_or_init(|| {
+            let openapi = OpenApi::build(&self.0.0);
+            tracing::info!(stats = ?openapi.stats, "OpenAPI documents built");
+            openapi
+        })
+    }
+
+    /// [`Documents::get`] off the async runtime's threads.
+    async fn ready(&self) -> &OpenApi {
+        if self.0.1.get().is_none() {
+            let documents = self.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                documents.get();
+            })
+            .await;
+        }
+        self.get()
+    }
 }
 
 /// Which of `offers` the `Accept` header prefers (the first acceptable range in the
@@ -168,16 +209,18 @@ fn not_acceptable(offers: &[&str]) -> Response {
     .into_response()
 }
 
-async fn v2_document(State(openapi): State<Arc<OpenApi>>, headers: HeaderMap) -> Response {
-    let offers = [JSON, V2_PROTOBUF, V2_PROTOBUF_OLD];
+async fn v2_document(State(documents): State<Documents>, headers: HeaderMap) -> Response {
+    let openapi = documents.ready().await;
+    let offers = [JSON, V2_PROTOBUF, V2_PROTOBUF_DEPRECATED];
     match negotiate(&headers, &offers) {
         Some(JSON) => openapi.v2_json.respond(&headers, JSON),
-        Some(protobuf) => openapi.v2_protobuf.respond(&headers, protobuf),
+        Some(_) => openapi.v2_protobuf.respond(&headers, V2_PROTOBUF),
         None => not_acceptable(&offers),
     }
 }
 
-async fn v3_index(State(openapi): State<Arc<OpenApi>>, headers: HeaderMap) -> Response {
+async fn v3_index(State(documents): State<Documents>, headers: HeaderMap) -> Response {
+    let openapi = documents.ready().await;
     match negotiate(&headers, &[JSON]) {
         Some(_) => openapi.v3_index.respond(&headers, JSON),
         None => not_acceptable(&[JSON]),
@@ -185,11 +228,12 @@ async fn v3_index(State(openapi): State<Arc<OpenApi>>, headers: HeaderMap) -> Re
 }
 
 async fn v3_document(
-    State(openapi): State<Arc<OpenApi>>,
+    State(documents): State<Documents>,
     Path(path): Path<String>,
     Query(query): Query<BTreeMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
+    let openapi = documents.ready().await;
     let Some(doc) = openapi.v3.get(path.trim_end_matches('/')) else {
         return ApiError::new(
             404,
@@ -212,4 +256,161 @@ async fn v3_document(
         .headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static(cache));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::header::{CONTENT_TYPE, IF_NONE_MATCH};
+    use axum::http::{Request, StatusCode};
+    use prost::Message;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::discovery::testing::registry;
+
+    async fn get(
+        router: &Router,
+        uri: &str,
+        accept: Option<&str>,
+    ) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let mut request = Request::get(uri);
+        if let Some(accept) = accept {
+            request = request.header(ACCEPT, accept);
+        }
+        let response = router
+            .clone()
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, headers, body.to_vec())
+    }
+
+    #[tokio::test]
+    async fn v3_index_points_at_cacheable_documents() {
+        let router: Router = router(&registry());
+        let (status, _, body) = get(&router, "/openapi/v3", None).await;
+        assert_eq!(status, StatusCode::OK);
+        let index: Value = serde_json::from_slice(&body).unwrap();
+        let paths = index["paths"].as_object().unwrap();
+        assert_eq!(
+            paths.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["api/v1", "apis/apps/v1"]
+        );
+        let url = paths["api/v1"]["serverRelativeURL"].as_str().unwrap();
+        assert!(url.starts_with("/openapi/v3/api/v1?hash="), "{url}");
+
+        let (status, headers, body) = get(&router, url, Some("application/json")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[CACHE_CONTROL], "public, immutable");
+        let etag = headers["etag"].to_str().unwrap().to_owned();
+        assert!(etag.contains(url.rsplit('=').next().unwrap()));
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(doc["openapi"], "3.0.0");
+
+        let (_, headers, _) = get(&router, "/openapi/v3/api/v1", None).await;
+        assert_eq!(headers[CACHE_CONTROL], "no-cache, private");
+        let request = Request::get("/openapi/v3/api/v1")
+            .header(IF_NONE_MATCH, etag)
+            .body(Body::empty())
+            .unwrap();
+        let cached = router.clone().oneshot(request).await.unwrap();
+        assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
+
+        let (status, _, _) = get(&router, "/openapi/v3/apis/batch/v1", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let protobuf = "application/com.github.proto-openapi.spec.v3@v1.0+protobuf";
+        let (status, _, _) = get(&router, "/openapi/v3/api/v1", Some(protobuf)).await;
+        assert_eq!(status, StatusCode::NOT_ACCEPTABLE);
+    }
+
+    /// What `kubectl explain` and kubectl's field validation check look for in v3.
+    #[tokio::test]
+    async fn v3_operations_and_schemas_carry_group_version_kinds() {
+        let router: Router = router(&registry());
+        let (_, _, body) = get(&router, "/openapi/v3/api/v1", None).await;
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        let pod = json!({"group": "", "kind": "Pod", "version": "v1"});
+        let list = &doc["paths"]["/api/v1/namespaces/{namespace}/pods"]["get"];
+        assert_eq!(list["x-kubernetes-group-version-kind"], pod);
+        assert_eq!(list["x-kubernetes-action"], "list");
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        assert!(
+            schemas["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"]
+                .as_array()
+                .unwrap()
+                .contains(&pod)
+        );
+        let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
+        assert_eq!(patch["x-kubernetes-group-version-kind"], pod);
+        assert!(
+            patch["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "fieldValidation")
+        );
+        assert_eq!(
+            patch["requestBody"]["content"]["application/strategic-merge-patch+json"]["schema"]["$ref"],
+            "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+        );
+        // Only what api/v1 reaches: no apps kinds.
+        assert!(!schemas.contains_key("io.k8s.api.apps.v1.Deployment"));
+        assert!(schemas.contains_key("io.k8s.api.core.v1.Binding"));
+        let spec = &schemas["io.k8s.api.core.v1.Pod"]["properties"]["spec"];
+        assert_eq!(
+            spec["allOf"][0]["$ref"],
+            "#/components/schemas/io.k8s.api.core.v1.PodSpec"
+        );
+        assert!(schemas[schemas::QUANTITY]["oneOf"].is_array());
+    }
+
+    #[tokio::test]
+    async fn v2_is_served_as_json_and_gnostic_protobuf() {
+        let router: Router = router(&registry());
+        let (status, headers, body) = get(&router, "/openapi/v2", None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[CONTENT_TYPE], "application/json");
+        let json: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["swagger"], "2.0");
+        let deployment = &json["definitions"]["io.k8s.api.apps.v1.Deployment"];
+        assert_eq!(
+            deployment["x-kubernetes-group-version-kind"],
+            json!([{"group": "apps", "kind": "Deployment", "version": "v1"}])
+        );
+
+        // client-go's OpenAPISchema() asks with the deprecated spelling.
+        let accept = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+        let (status, headers, body) = get(&router, "/openapi/v2", Some(accept)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[CONTENT_TYPE], V2_PROTOBUF);
+        let doc = gnostic::Document::decode(body.as_slice()).unwrap();
+        assert_eq!(doc.swagger, "2.0");
+        let definitions = doc.definitions.unwrap().additional_properties;
+        assert_eq!(
+            definitions.len(),
+            json["definitions"].as_object().unwrap().len()
+        );
+        let paths = doc.paths.unwrap().path;
+        let patch = paths
+            .iter()
+            .find(|p| p.name == "/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
+            .and_then(|p| p.value.as_ref()?.patch.clone())
+            .unwrap();
+        assert!(patch.parameters.iter().any(|p| {
+            p.parameter
+                .as_ref()
+                .and_then(|p| p.non_body_parameter.as_ref())
+                .and_then(|p| p.query_parameter_sub_schema.as_ref())
+                .is_some_and(|q| q.name == "fieldValidation")
+        }));
+
+        let (status, _, _) = get(&router, "/openapi/v2", Some("text/html")).await;
+        assert_eq!(status, StatusCode::NOT_ACCEPTABLE);
+    }
 }

@@ -28,7 +28,7 @@ pub enum Backend {
     /// The embedded SQLite database in the data directory (the default).
     Sqlite,
     /// An etcd v3 cluster, given as `--etcd-servers` (comma-separated client URLs, such
-    /// as [`crate::etcd::Etcd::endpoint`]).
+    /// as [`crate::Etcd::endpoint`]).
     Etcd(String),
 }
 
@@ -239,9 +239,8 @@ impl ApiServer {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        let child = spawn::spawn_tied(cmd).with_context(|| {
-            format!("spawning {} apiserver", self.opts.skiff_bin.display())
-        })?;
+        let child = spawn::spawn_tied(cmd)
+            .with_context(|| format!("spawning {} apiserver", self.opts.skiff_bin.display()))?;
         self.child = Some(child);
         self.wait_ready()
     }

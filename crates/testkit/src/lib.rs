@@ -19,12 +19,17 @@
 //!   integration suite, with async (tokio) gRPC clients; [`pause`] is the sandbox image
 //!   it gives containerd.
 //!
+//! - [`ApiServer`]: a running `skiff apiserver` on SQLite or an etcd ([`Backend`]) with a
+//!   temporary data directory, its admin kubeconfig, kubectl and kube-rs clients, SIGKILL and
+//!   restart.
+//!
 //! - [`stream`]: async clients of the CRI streaming endpoints (exec / attach /
 //!   port-forward over SPDY/3.1 and WebSocket).
 //!
 //! Apart from [`cri`] and [`stream`], the API is blocking (plain threads, no async runtime), so it works from `#[test]`
 //! and, with care for blocking, from `#[tokio::test]`.
 
+pub mod apiserver;
 pub mod cri;
 mod etcd;
 mod file_server;
@@ -40,6 +45,7 @@ mod tls_tunnel;
 mod token;
 
 pub use etcd::Etcd;
+pub use apiserver::{ApiServer, ApiServerOptions, Backend};
 pub use file_server::FileServer;
 pub use image::{
     ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,

@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unused_imports, unused_macros)] // each test binary uses its own subset
 
+pub mod apiserver;
 pub mod cri;
 pub mod embedded;
 pub(crate) use cri::cri_cases;

@@ -1,0 +1,1221 @@
+//! kubectl end to end against `skiff apiserver`, on SQLite and on etcd: kubectl 1.33 for
+//! every verb a user types, kubectl 1.27 for version skew. No kubelet, no containers: the
+//! API alone (pods stay Pending, unscheduled).
+
+mod common;
+
+use std::time::Duration;
+
+use common::apiserver::{KUBECTL_OLDEST, Server, apiserver_cases, names, row, table};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+apiserver_cases! {
+    bootstrap_objects,
+    create_and_get,
+    apply_twice_1_33,
+    watch,
+    describe,
+    patch_and_edit,
+    label_annotate_scale,
+    delete_cascade,
+    wait,
+    discovery,
+    pagination,
+    errors,
+    version_skew_1_27,
+}
+
+/// A Deployment `name` (label `app=<name>`) whose container `main` runs `image` with `env`.
+fn deployment(name: &str, replicas: i32, image: &str, env: &[(&str, &str)]) -> String {
+    let env: String = env
+        .iter()
+        .map(|(k, v)| format!("        - name: {k}\n          value: \"{v}\"\n"))
+        .collect();
+    let env = if env.is_empty() {
+        String::new()
+    } else {
+        format!("        env:\n{env}")
+    };
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  labels:
+    app: {name}
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels:
+      app: {name}
+  template:
+    metadata:
+      labels:
+        app: {name}
+    spec:
+      containers:
+      - name: main
+        image: {image}
+{env}"
+    )
+}
+
+/// A Pod `name` with `labels` (`k: v` pairs) whose container `main` runs `image`.
+fn pod(name: &str, image: &str, labels: &[(&str, &str)]) -> String {
+    let labels: String = labels
+        .iter()
+        .map(|(k, v)| format!("    {k}: {v}\n"))
+        .collect();
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  labels:
+{labels}spec:
+  containers:
+  - name: main
+    image: {image}
+"
+    )
+}
+
+/// A ConfigMap `name` with `data` and `labels`.
+fn configmap(name: &str, data: &[(&str, &str)], labels: &[(&str, &str)]) -> String {
+    let map = |pairs: &[(&str, &str)]| -> String {
+        pairs
+            .iter()
+            .map(|(k, v)| format!("    {k}: \"{v}\"\n"))
+            .collect()
+    };
+    format!(
+        "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {name}
+  labels:
+{}data:
+{}",
+        if labels.is_empty() {
+            "    {}\n".to_string()
+        } else {
+            map(labels)
+        },
+        map(data)
+    )
+}
+
+fn json_of(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{text}"))
+}
+
+/// The four namespaces and the `kubernetes` service exist from the start; `/version`
+/// reports the emulated release.
+fn bootstrap_objects(server: Server) {
+    let rows = table(&server.kubectl_ok(&["get", "namespaces"]));
+    assert_eq!(rows[0], ["NAME", "STATUS", "AGE"]);
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert_eq!(row(&rows, ns)[1], "Active", "{rows:?}");
+    }
+
+    let svc = server.get_json(&["service", "kubernetes", "-n", "default"]);
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(
+        svc["spec"]["clusterIP"], "10.96.0.1",
+        "first IP of 10.96.0.0/12"
+    );
+    assert_eq!(svc["spec"]["ports"][0]["name"], "https");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 443);
+    assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], server.port());
+    let rows = table(&server.kubectl_ok(&["get", "services", "-n", "default"]));
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        row(&rows, "kubernetes")[..5],
+        ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+    );
+
+    let version = json_of(&server.kubectl_ok(&["version", "-o", "json"]));
+    assert_eq!(version["serverVersion"]["gitVersion"], "v1.37.0+skiff");
+    assert_eq!(version["serverVersion"]["major"], "1");
+    assert_eq!(version["serverVersion"]["minor"], "37");
+    for path in ["/healthz", "/livez", "/readyz"] {
+        assert_eq!(
+            server.kubectl_ok(&["get", "--raw", path]).trim(),
+            "ok",
+            "{path}"
+        );
+    }
+}
+
+/// `create -f` of several kinds, then `get` in every output format, with label and field
+/// selectors, and the defaults the server filled in.
+fn create_and_get(server: Server) {
+    let file = server.manifest(
+        "objects.yaml",
+        &[
+            configmap("settings", &[("a", "1"), ("b", "2")], &[]),
+            pod(
+                "front",
+                "registry.example/web:1.0",
+                &[("app", "web"), ("tier", "front")],
+            ),
+            pod(
+                "back",
+                "registry.example/db",
+                &[("app", "web"), ("tier", "back")],
+            ),
+            deployment("web", 2, "registry.example/web:1.0", &[]),
+        ]
+        .join("---\n"),
+    );
+    let out = server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "configmap/settings created",
+            "pod/front created",
+            "pod/back created",
+            "deployment.apps/web created"
+        ]
+    );
+
+    // Tables with the upstream columns.
+    let rows = table(&server.kubectl_ok(&["get", "pods"]));
+    assert_eq!(rows[0], ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert_eq!(row(&rows, "front")[1..4], ["0/1", "Pending", "0"]);
+    let rows = table(&server.kubectl_ok(&["get", "pods", "-o", "wide"]));
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES"
+        ]
+    );
+    assert_eq!(
+        row(&rows, "back")[5..],
+        ["<none>", "<none>", "<none>", "<none>"]
+    );
+    let rows = table(&server.kubectl_ok(&["get", "deployments", "-o", "wide"]));
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]
+    );
+    let web = row(&rows, "web");
+    assert_eq!(web[1], "0/2");
+    assert_eq!(web[5..], ["main", "registry.example/web:1.0", "app=web"]);
+    let rows = table(&server.kubectl_ok(&["get", "configmaps", "settings"]));
+    assert_eq!(rows[0], ["NAME", "DATA", "AGE"]);
+    assert_eq!(row(&rows, "settings")[1], "2");
+
+    // JSON with the metadata and defaults the server set.
+    let front = server.get_json(&["pod", "front"]);
+    let meta = &front["metadata"];
+    assert_eq!(meta["namespace"], "default");
+    assert_eq!(meta["uid"].as_str().map(str::len), Some(36), "{meta}");
+    assert!(meta["creationTimestamp"].is_string(), "{meta}");
+    let rv = meta["resourceVersion"].as_str().unwrap_or_default();
+    assert!(rv.parse::<u64>().is_ok(), "resourceVersion {rv:?}");
+    let spec = &front["spec"];
+    assert_eq!(spec["restartPolicy"], "Always");
+    assert_eq!(spec["dnsPolicy"], "ClusterFirst");
+    assert_eq!(spec["terminationGracePeriodSeconds"], 30);
+    assert_eq!(spec["schedulerName"], "default-scheduler");
+    assert_eq!(spec["containers"][0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(
+        spec["containers"][0]["terminationMessagePath"],
+        "/dev/termination-log"
+    );
+    assert_eq!(front["status"]["phase"], "Pending");
+    let web = server.get_json(&["deployment", "web"]);
+    assert_eq!(web["metadata"]["generation"], 1);
+    assert_eq!(web["spec"]["strategy"]["type"], "RollingUpdate");
+    assert_eq!(web["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+    assert_eq!(web["spec"]["revisionHistoryLimit"], 10);
+    assert_eq!(web["spec"]["progressDeadlineSeconds"], 600);
+
+    // YAML and jsonpath.
+    let yaml = server.kubectl_ok(&["get", "pod", "back", "-o", "yaml"]);
+    assert!(yaml.contains("kind: Pod\n"), "{yaml}");
+    assert!(yaml.contains("  restartPolicy: Always\n"), "{yaml}");
+    assert_eq!(
+        server.kubectl_ok(&[
+            "get",
+            "pod",
+            "back",
+            "-o",
+            "jsonpath={.spec.containers[0].imagePullPolicy}"
+        ]),
+        "Always",
+        "an image without a tag is pulled Always"
+    );
+    assert_eq!(
+        server.kubectl_ok(&["get", "pods", "-o", "jsonpath={.items[*].metadata.name}"]),
+        "back front"
+    );
+
+    // Labels and selectors.
+    let rows = table(&server.kubectl_ok(&["get", "pods", "--show-labels"]));
+    assert_eq!(rows[0].last().map(String::as_str), Some("LABELS"));
+    assert_eq!(
+        row(&rows, "front").last().map(String::as_str),
+        Some("app=web,tier=front")
+    );
+    let select = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["get", "pods", "-o", "name"];
+        all.extend_from_slice(args);
+        server
+            .kubectl_ok(&all)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(select(&["-l", "tier=front"]), ["pod/front"]);
+    assert_eq!(
+        select(&["-l", "tier in (front,back)"]),
+        ["pod/back", "pod/front"]
+    );
+    assert_eq!(select(&["-l", "tier!=front"]), ["pod/back"]);
+    assert_eq!(
+        select(&["-l", "app=web,!missing"]),
+        ["pod/back", "pod/front"]
+    );
+    assert!(select(&["-l", "tier=none"]).is_empty());
+    assert_eq!(
+        select(&["--field-selector", "metadata.name=back"]),
+        ["pod/back"]
+    );
+    assert_eq!(
+        select(&["--field-selector", "status.phase=Pending,spec.nodeName="]),
+        ["pod/back", "pod/front"]
+    );
+    assert!(select(&["--field-selector", "status.phase=Running"]).is_empty());
+    let err = server.kubectl_err(&["get", "pods", "--field-selector", "spec.bogus=x"]);
+    assert!(err.contains("BadRequest"), "{err}");
+
+    // get --raw with limit: one item and a continue token, then the rest.
+    let page =
+        json_of(&server.kubectl_ok(&["get", "--raw", "/api/v1/namespaces/default/pods?limit=1"]));
+    assert_eq!(page["kind"], "PodList");
+    assert_eq!(page["apiVersion"], "v1");
+    assert_eq!(names(&page), ["back"]);
+    assert_eq!(
+        page["metadata"]["remainingItemCount"], 1,
+        "{}",
+        page["metadata"]
+    );
+    let token = page["metadata"]["continue"].as_str().unwrap_or_default();
+    assert!(!token.is_empty(), "{}", page["metadata"]);
+    let rest = json_of(&server.kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/default/pods?limit=1&continue={token}"),
+    ]));
+    assert_eq!(names(&rest), ["front"]);
+    assert!(
+        rest["metadata"]["continue"]
+            .as_str()
+            .is_none_or(str::is_empty),
+        "{}",
+        rest["metadata"]
+    );
+}
+
+fn apply_twice_1_33(server: Server) {
+    apply_twice(&server, common::apiserver::KUBECTL);
+}
+
+/// Client-side `apply` creates, leaves an unchanged object alone, and applies a change (a
+/// new image and a removed env var) as a strategic merge patch.
+fn apply_twice(server: &Server, minor: u32) {
+    let v1 = server.manifest(
+        "v1.yaml",
+        &deployment(
+            "api",
+            1,
+            "registry.example/api:1.0",
+            &[("A", "1"), ("B", "2")],
+        ),
+    );
+    let v2 = server.manifest(
+        "v2.yaml",
+        &deployment("api", 1, "registry.example/api:2.0", &[("A", "1")]),
+    );
+    let apply = |file: &std::path::Path| {
+        server
+            .kubectl_ok_at(minor, &["apply", "-f", file.to_str().unwrap()])
+            .trim()
+            .to_string()
+    };
+    assert_eq!(apply(&v1), "deployment.apps/api created");
+    assert_eq!(apply(&v1), "deployment.apps/api unchanged");
+    assert_eq!(apply(&v2), "deployment.apps/api configured");
+
+    let out = server.kubectl_ok_at(minor, &["get", "deployment", "api", "-o", "json"]);
+    let api = json_of(&out);
+    let container = &api["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "registry.example/api:2.0");
+    assert_eq!(container["env"], json!([{"name": "A", "value": "1"}]));
+    assert_eq!(api["metadata"]["generation"], 2);
+    let applied =
+        api["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .unwrap_or_default();
+    assert!(applied.contains("registry.example/api:2.0"), "{applied:?}");
+}
+
+/// `get -w` sees a concurrent create, update and delete (server-side Table watch and a
+/// jsonpath watch of one object).
+fn watch(server: Server) {
+    server.kubectl_ok(&["create", "configmap", "w1", "--from-literal=v=one"]);
+    let mut table_watch =
+        server.kubectl_spawn(&["get", "configmaps", "-w", "--output-watch-events"]);
+    let mut value_watch = server.kubectl_spawn(&[
+        "get",
+        "configmap",
+        "w1",
+        "-w",
+        "-o",
+        "jsonpath={.data.v}{\"\\n\"}",
+    ]);
+    let cells =
+        |line: &str| -> Vec<String> { line.split_whitespace().map(str::to_string).collect() };
+    let header = table_watch.wait_line(WAIT, |l| l.starts_with("EVENT"));
+    assert_eq!(cells(&header), ["EVENT", "NAME", "DATA", "AGE"]);
+    table_watch.wait_line(WAIT, |l| l.starts_with("ADDED") && l.contains(" w1 "));
+    assert_eq!(value_watch.wait_line(WAIT, |l| !l.is_empty()), "one");
+
+    server.kubectl_ok(&["create", "configmap", "w2", "--from-literal=v=x"]);
+    let added = table_watch.wait_line(WAIT, |l| cells(l).get(1).is_some_and(|c| c == "w2"));
+    assert_eq!(cells(&added)[..3], ["ADDED", "w2", "1"]);
+    server.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"v":"two","w":"3"}}"#,
+    ]);
+    let modified = table_watch.wait_line(WAIT, |l| l.starts_with("MODIFIED"));
+    assert_eq!(cells(&modified)[..3], ["MODIFIED", "w1", "2"]);
+    assert_eq!(value_watch.wait_line(WAIT, |l| !l.is_empty()), "two");
+    server.kubectl_ok(&["delete", "configmap", "w2"]);
+    let deleted = table_watch.wait_line(WAIT, |l| l.starts_with("DELETED"));
+    assert_eq!(cells(&deleted)[..2], ["DELETED", "w2"]);
+}
+
+/// The value of the `describe` line `Key:  value` (first match), trimmed.
+fn described<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|rest| rest.strip_prefix(':')))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {key:?} line in:\n{text}"))
+}
+
+fn describe(server: Server) {
+    let file = server.manifest(
+        "objects.yaml",
+        &[
+            pod("p1", "registry.example/web:1.0", &[("app", "web")]),
+            deployment("web", 2, "registry.example/web:1.0", &[]),
+            configmap("settings", &[("color", "blue")], &[]),
+        ]
+        .join("---\n"),
+    );
+    server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+
+    let out = server.kubectl_ok(&["describe", "pod", "p1"]);
+    assert_eq!(described(&out, "Name"), "p1");
+    assert_eq!(described(&out, "Namespace"), "default");
+    assert_eq!(described(&out, "Labels"), "app=web");
+    assert_eq!(described(&out, "Status"), "Pending");
+    assert_eq!(described(&out, "Node"), "<none>");
+    assert_eq!(described(&out, "    Image"), "registry.example/web:1.0");
+    assert!(out.contains("\nContainers:\n  main:\n"), "{out}");
+    assert!(out.contains("\nEvents:"), "{out}");
+
+    let out = server.kubectl_ok(&["describe", "deployment", "web"]);
+    assert_eq!(described(&out, "Name"), "web");
+    assert_eq!(described(&out, "Selector"), "app=web");
+    assert!(
+        described(&out, "Replicas").starts_with("2 desired"),
+        "{out}"
+    );
+    assert_eq!(described(&out, "StrategyType"), "RollingUpdate");
+    assert_eq!(
+        described(&out, "RollingUpdateStrategy"),
+        "25% max unavailable, 25% max surge"
+    );
+
+    let out = server.kubectl_ok(&["describe", "configmap", "settings"]);
+    assert!(out.contains("\ncolor:\n----\nblue\n"), "{out}");
+}
+
+/// `kubectl patch` with each patch type, and `kubectl edit` through a sed `KUBE_EDITOR`.
+fn patch_and_edit(server: Server) {
+    let manifest = deployment(
+        "web",
+        1,
+        "registry.example/web:1.0",
+        &[("A", "1"), ("B", "2")],
+    ) + "      - name: side\n        image: registry.example/side:1.0\n";
+    let file = server.manifest("web.yaml", &manifest);
+    server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    let containers = |server: &Server| -> Value {
+        server.get_json(&["deployment", "web"])["spec"]["template"]["spec"]["containers"].clone()
+    };
+
+    // Strategic merge: containers merge by name; env and the other container stay.
+    let out = server.kubectl_ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"registry.example/web:2.0"}]}}}}"#,
+    ]);
+    assert_eq!(out.trim(), "deployment.apps/web patched");
+    let c = containers(&server);
+    assert_eq!(c.as_array().map(Vec::len), Some(2), "{c}");
+    assert_eq!(c[0]["image"], "registry.example/web:2.0");
+    assert_eq!(
+        c[0]["env"],
+        json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])
+    );
+    assert_eq!(c[1]["name"], "side");
+
+    // JSON merge patch: a list is replaced whole; null removes a key.
+    server.kubectl_ok(&["label", "deployment", "web", "team=blue"]);
+    server.kubectl_ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"team":null,"tier":"web"}},"spec":{"template":{"spec":{"containers":[{"name":"main","image":"registry.example/web:3.0"}]}}}}"#,
+    ]);
+    let web = server.get_json(&["deployment", "web"]);
+    assert_eq!(
+        web["metadata"]["labels"],
+        json!({"app": "web", "tier": "web"})
+    );
+    let c = &web["spec"]["template"]["spec"]["containers"];
+    assert_eq!(c.as_array().map(Vec::len), Some(1), "{c}");
+    assert_eq!(c[0]["image"], "registry.example/web:3.0");
+    assert!(c[0].get("env").is_none(), "{c}");
+    assert_eq!(
+        c[0]["imagePullPolicy"], "IfNotPresent",
+        "defaults apply to patched objects"
+    );
+
+    // JSON patch, and a failing test operation that changes nothing.
+    server.kubectl_ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/replicas","value":4},{"op":"add","path":"/metadata/annotations","value":{"note":"hi"}}]"#,
+    ]);
+    let web = server.get_json(&["deployment", "web"]);
+    assert_eq!(web["spec"]["replicas"], 4);
+    assert_eq!(web["metadata"]["annotations"]["note"], "hi");
+    let generation = web["metadata"]["generation"].clone();
+    server.kubectl_err(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"test","path":"/spec/replicas","value":99},{"op":"replace","path":"/spec/replicas","value":5}]"#,
+    ]);
+    let web = server.get_json(&["deployment", "web"]);
+    assert_eq!(web["spec"]["replicas"], 4);
+    assert_eq!(web["metadata"]["generation"], generation);
+
+    // kubectl edit, the editor being sed on the temporary file.
+    server.kubectl_ok(&["create", "configmap", "edited", "--from-literal=v=one"]);
+    let out = server.kubectl_with(
+        &["edit", "configmap", "edited"],
+        &[("KUBE_EDITOR", "sed -i s/one/two/")],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        server.report(33, &["edit"], &out, "edit")
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "configmap/edited edited"
+    );
+    assert_eq!(
+        server.kubectl_ok(&["get", "configmap", "edited", "-o", "jsonpath={.data.v}"]),
+        "two"
+    );
+    let out = server.kubectl_with(
+        &["edit", "deployment", "web"],
+        &[("KUBE_EDITOR", "sed -i s/replicas:.4/replicas: 6/")],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        server.report(33, &["edit"], &out, "edit")
+    );
+    assert_eq!(
+        server.kubectl_ok(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}"
+        ]),
+        "6"
+    );
+}
+
+fn label_annotate_scale(server: Server) {
+    let file = server.manifest(
+        "objects.yaml",
+        &[
+            pod("p1", "registry.example/web:1.0", &[("app", "web")]),
+            deployment("web", 2, "registry.example/web:1.0", &[]),
+        ]
+        .join("---\n"),
+    );
+    server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    let labels = |server: &Server| server.get_json(&["pod", "p1"])["metadata"]["labels"].clone();
+
+    assert_eq!(
+        server
+            .kubectl_ok(&["label", "pod", "p1", "env=prod"])
+            .trim(),
+        "pod/p1 labeled"
+    );
+    assert_eq!(labels(&server), json!({"app": "web", "env": "prod"}));
+    let err = server.kubectl_err(&["label", "pod", "p1", "env=dev"]);
+    assert!(
+        err.contains("'env' already has a value (prod), and --overwrite is false"),
+        "{err}"
+    );
+    server.kubectl_ok(&["label", "pod", "p1", "env=dev", "--overwrite"]);
+    assert_eq!(labels(&server)["env"], "dev");
+    let rows = table(&server.kubectl_ok(&["get", "pods", "--show-labels"]));
+    assert_eq!(
+        row(&rows, "p1").last().map(String::as_str),
+        Some("app=web,env=dev")
+    );
+    assert_eq!(
+        server.kubectl_ok(&["label", "pod", "p1", "env-"]).trim(),
+        "pod/p1 unlabeled"
+    );
+    assert_eq!(labels(&server), json!({"app": "web"}));
+    let err = server.kubectl_err(&["label", "pod", "p1", "bad key=x"]);
+    assert!(!err.is_empty());
+
+    assert_eq!(
+        server
+            .kubectl_ok(&["annotate", "pod", "p1", "owner=team-a"])
+            .trim(),
+        "pod/p1 annotated"
+    );
+    assert_eq!(
+        server.kubectl_ok(&[
+            "get",
+            "pod",
+            "p1",
+            "-o",
+            "jsonpath={.metadata.annotations.owner}"
+        ]),
+        "team-a"
+    );
+    server.kubectl_ok(&["annotate", "pod", "p1", "owner-"]);
+    assert!(
+        server.get_json(&["pod", "p1"])["metadata"]["annotations"]
+            .get("owner")
+            .is_none()
+    );
+
+    assert_eq!(
+        server
+            .kubectl_ok(&["scale", "deployment", "web", "--replicas=3"])
+            .trim(),
+        "deployment.apps/web scaled"
+    );
+    let web = server.get_json(&["deployment", "web"]);
+    assert_eq!(web["spec"]["replicas"], 3);
+    assert_eq!(web["metadata"]["generation"], 2);
+    let err = server.kubectl_err(&[
+        "scale",
+        "deployment",
+        "web",
+        "--current-replicas=2",
+        "--replicas=5",
+    ]);
+    assert!(err.contains("Expected replicas to be 2, was 3"), "{err}");
+    assert_eq!(
+        server.get_json(&["deployment", "web"])["spec"]["replicas"],
+        3
+    );
+    let scale = json_of(&server.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/apis/apps/v1/namespaces/default/deployments/web/scale",
+    ]));
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"]["selector"], "app=web");
+}
+
+/// `delete` and its `--cascade` variants: background deletes at once; foreground and
+/// orphan leave the object with `deletionTimestamp` and the garbage collector's
+/// finalizer, removed by the last finalizer's removal.
+fn delete_cascade(server: Server) {
+    let file = server.manifest(
+        "objects.yaml",
+        &[
+            pod("p1", "registry.example/web:1.0", &[]),
+            configmap("c1", &[("a", "b")], &[]),
+            deployment("bg", 1, "registry.example/web:1.0", &[]),
+            deployment("fg", 1, "registry.example/web:1.0", &[]),
+            deployment("orphan", 1, "registry.example/web:1.0", &[]),
+        ]
+        .join("---\n"),
+    );
+    server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    let gone = |kind: &str, name: &str| {
+        let err = server.kubectl_err(&["get", kind, name]);
+        assert!(
+            err.contains("(NotFound)") && err.contains(&format!("\"{name}\" not found")),
+            "{err}"
+        );
+    };
+
+    let out = server.kubectl_ok(&["delete", "configmap", "c1"]);
+    assert!(out.starts_with("configmap \"c1\" deleted"), "{out}");
+    gone("configmap", "c1");
+    let out = server.kubectl_ok(&["delete", "pod", "p1"]);
+    assert!(out.starts_with("pod \"p1\" deleted"), "{out}");
+    gone("pod", "p1");
+    let out = server.kubectl_ok(&["delete", "deployment", "bg", "--cascade=background"]);
+    assert!(out.starts_with("deployment.apps \"bg\" deleted"), "{out}");
+    gone("deployment", "bg");
+
+    for (name, cascade, finalizer) in [
+        ("fg", "--cascade=foreground", "foregroundDeletion"),
+        ("orphan", "--cascade=orphan", "orphan"),
+    ] {
+        server.kubectl_ok(&["delete", "deployment", name, cascade, "--wait=false"]);
+        let object = server.get_json(&["deployment", name]);
+        assert!(
+            object["metadata"]["deletionTimestamp"].is_string(),
+            "{}",
+            object["metadata"]
+        );
+        assert_eq!(
+            object["metadata"]["finalizers"],
+            json!([finalizer]),
+            "{cascade}"
+        );
+        server.kubectl_ok(&[
+            "patch",
+            "deployment",
+            name,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ]);
+        gone("deployment", name);
+    }
+
+    // A finalizer of the user's own holds the object until it is removed.
+    server.kubectl_ok(&["create", "configmap", "held", "--from-literal=a=b"]);
+    server.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "held",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+    ]);
+    server.kubectl_ok(&["delete", "configmap", "held", "--wait=false"]);
+    let held = server.get_json(&["configmap", "held"]);
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    server.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "held",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    gone("configmap", "held");
+}
+
+/// `kubectl wait` for a condition (set through the status subresource), for deletion and
+/// for a jsonpath value, and its timeout.
+fn wait(server: Server) {
+    let file = server.manifest(
+        "objects.yaml",
+        &[
+            pod("p1", "registry.example/web:1.0", &[]),
+            configmap("c1", &[("a", "b")], &[]),
+            deployment("web", 1, "registry.example/web:1.0", &[]),
+        ]
+        .join("---\n"),
+    );
+    server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+
+    let mut ready =
+        server.kubectl_spawn(&["wait", "--for=condition=Ready", "pod/p1", "--timeout=60s"]);
+    let mut deleted =
+        server.kubectl_spawn(&["wait", "--for=delete", "configmap/c1", "--timeout=60s"]);
+    let mut scaled = server.kubectl_spawn(&[
+        "wait",
+        "--for=jsonpath={.spec.replicas}=3",
+        "deployment/web",
+        "--timeout=60s",
+    ]);
+    std::thread::sleep(Duration::from_millis(500));
+
+    server.kubectl_ok(&[
+        "patch",
+        "pod",
+        "p1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#,
+    ]);
+    server.kubectl_ok(&["delete", "configmap", "c1"]);
+    server.kubectl_ok(&["scale", "deployment", "web", "--replicas=3"]);
+    for (waiter, expected) in [
+        (&mut ready, "pod/p1 condition met"),
+        (&mut deleted, "configmap/c1 condition met"),
+        (&mut scaled, "deployment.apps/web condition met"),
+    ] {
+        let (status, stderr) = waiter.wait_exit(WAIT);
+        assert!(
+            status.success(),
+            "{expected}: {status}: {stderr} {:?}",
+            waiter.seen()
+        );
+        assert_eq!(waiter.seen(), [expected]);
+    }
+    // The status subresource changed the status only.
+    let p1 = server.get_json(&["pod", "p1"]);
+    assert_eq!(p1["status"]["conditions"][0]["type"], "Ready");
+
+    let err = server.kubectl_err(&[
+        "wait",
+        "--for=condition=Ready",
+        "deployment/web",
+        "--timeout=1s",
+    ]);
+    assert!(
+        err.contains("timed out waiting for the condition on deployments/web"),
+        "{err}"
+    );
+}
+
+/// api-versions, api-resources, explain and the raw discovery documents.
+fn discovery(server: Server) {
+    let versions: Vec<String> = server
+        .kubectl_ok(&["api-versions"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    for group_version in [
+        "v1",
+        "apps/v1",
+        "batch/v1",
+        "coordination.k8s.io/v1",
+        "discovery.k8s.io/v1",
+        "events.k8s.io/v1",
+        "certificates.k8s.io/v1",
+        "node.k8s.io/v1",
+        "scheduling.k8s.io/v1",
+        "policy/v1",
+        "autoscaling/v1",
+    ] {
+        assert!(
+            versions.iter().any(|v| v == group_version),
+            "{group_version} in {versions:?}"
+        );
+    }
+
+    let rows = table(&server.kubectl_ok(&["api-resources"]));
+    assert_eq!(
+        rows[0],
+        ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
+    );
+    for expected in [
+        &["pods", "po", "v1", "true", "Pod"][..],
+        &["namespaces", "ns", "v1", "false", "Namespace"],
+        &["services", "svc", "v1", "true", "Service"],
+        &["configmaps", "cm", "v1", "true", "ConfigMap"],
+        &["nodes", "no", "v1", "false", "Node"],
+        &["deployments", "deploy", "apps/v1", "true", "Deployment"],
+        &["cronjobs", "cj", "batch/v1", "true", "CronJob"],
+        &["leases", "coordination.k8s.io/v1", "true", "Lease"],
+        &[
+            "priorityclasses",
+            "pc",
+            "scheduling.k8s.io/v1",
+            "false",
+            "PriorityClass",
+        ],
+        &[
+            "poddisruptionbudgets",
+            "pdb",
+            "policy/v1",
+            "true",
+            "PodDisruptionBudget",
+        ],
+    ] {
+        assert!(
+            rows.iter().any(|r| r == expected),
+            "{expected:?} in {rows:#?}"
+        );
+    }
+    let cluster_scoped = server.kubectl_ok(&["api-resources", "--namespaced=false", "-o", "name"]);
+    for name in [
+        "namespaces",
+        "nodes",
+        "persistentvolumes",
+        "certificatesigningrequests.certificates.k8s.io",
+        "runtimeclasses.node.k8s.io",
+    ] {
+        assert!(
+            cluster_scoped.lines().any(|l| l == name),
+            "{name} in {cluster_scoped}"
+        );
+    }
+    let apps = server.kubectl_ok(&["api-resources", "--api-group=apps", "-o", "name"]);
+    assert_eq!(
+        apps.lines().collect::<Vec<_>>(),
+        [
+            "controllerrevisions.apps",
+            "daemonsets.apps",
+            "deployments.apps",
+            "replicasets.apps",
+            "statefulsets.apps"
+        ]
+    );
+
+    let out = server.kubectl_ok(&["explain", "pods.spec.containers"]);
+    assert!(out.contains("KIND:") && out.contains("Pod"), "{out}");
+    assert!(
+        out.contains("containers\t<[]Container>") || out.contains("containers <[]Container>"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("image") && l.contains("<string>")),
+        "{out}"
+    );
+    let out = server.kubectl_ok(&["explain", "deployment.spec.replicas"]);
+    assert!(
+        out.contains("replicas") && out.contains("<integer>"),
+        "{out}"
+    );
+
+    let v3 = json_of(&server.kubectl_ok(&["get", "--raw", "/openapi/v3"]));
+    for path in ["api/v1", "apis/apps/v1"] {
+        assert!(
+            v3["paths"][path]["serverRelativeURL"].is_string(),
+            "{path} in {v3}"
+        );
+    }
+    let group = json_of(&server.kubectl_ok(&["get", "--raw", "/apis/apps/v1"]));
+    assert_eq!(group["kind"], "APIResourceList");
+    assert_eq!(group["groupVersion"], "apps/v1");
+}
+
+/// `get --chunk-size` pages through a list with limit/continue and shows it whole.
+fn pagination(server: Server) {
+    let all: Vec<String> = (0..25).map(|i| format!("page-{i:02}")).collect();
+    let docs: Vec<String> = all
+        .iter()
+        .map(|name| configmap(name, &[("n", name)], &[("set", "page")]))
+        .collect();
+    let file = server.manifest("pages.yaml", &docs.join("---\n"));
+    server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+
+    let output = server.api.kubectl(
+        33,
+        &[
+            "get",
+            "configmaps",
+            "-l",
+            "set=page",
+            "--chunk-size=10",
+            "-o",
+            "name",
+            "-v=6",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let expected: Vec<String> = all.iter().map(|n| format!("configmap/{n}")).collect();
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), expected);
+    let requests: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("/configmaps?"))
+        .collect();
+    assert_eq!(
+        requests.len(),
+        3,
+        "three pages of at most 10: {requests:#?}"
+    );
+    assert!(
+        requests.iter().all(|l| l.contains("limit=10")),
+        "{requests:#?}"
+    );
+    assert!(
+        requests[1..].iter().all(|l| l.contains("continue=")),
+        "{requests:#?}"
+    );
+
+    let rows =
+        table(&server.kubectl_ok(&["get", "configmaps", "-l", "set=page", "--chunk-size=7"]));
+    assert_eq!(rows.len(), 26, "one header and 25 rows: {rows:#?}");
+    assert_eq!(
+        rows.iter().filter(|r| r[0] == "NAME").count(),
+        1,
+        "{rows:#?}"
+    );
+}
+
+/// Errors carry the upstream reasons and messages, and nothing partial is stored.
+fn errors(server: Server) {
+    let cm = server.manifest("cm.yaml", &configmap("c1", &[("a", "1")], &[]));
+    let cm_path = cm.to_str().unwrap();
+    server.kubectl_ok(&["create", "-f", cm_path]);
+
+    // 409 AlreadyExists.
+    let err = server.kubectl_err(&["create", "-f", cm_path]);
+    assert!(
+        err.contains(&format!(
+            "Error from server (AlreadyExists): error when creating \"{cm_path}\": configmaps \"c1\" already exists"
+        )),
+        "{err}"
+    );
+
+    // 409 Conflict: a replace with a stale resourceVersion.
+    let stale = server.kubectl_ok(&["get", "configmap", "c1", "-o", "json"]);
+    let stale = server.manifest(
+        "stale.json",
+        &stale.replace("\"a\": \"1\"", "\"a\": \"stale\""),
+    );
+    server.kubectl_ok(&["label", "configmap", "c1", "changed=yes"]);
+    let stale_path = stale.to_str().unwrap();
+    let err = server.kubectl_err(&["replace", "-f", stale_path]);
+    assert!(
+        err.contains(&format!(
+            "Error from server (Conflict): error when replacing \"{stale_path}\": Operation cannot be fulfilled on configmaps \"c1\": the object has been modified; please apply your changes to the latest version and try again"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        server.kubectl_ok(&["get", "configmap", "c1", "-o", "jsonpath={.data.a}"]),
+        "1"
+    );
+
+    // 422 Invalid with the upstream field errors.
+    let invalid = [
+        (
+            "noimage.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: noimage\nspec:\n  containers:\n  - name: main\n",
+            "The Pod \"noimage\" is invalid: spec.containers[0].image: Required value",
+        ),
+        (
+            "negative.yaml",
+            &deployment("negative", -1, "registry.example/web:1.0", &[]),
+            "The Deployment \"negative\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
+            "badname.yaml",
+            &configmap("Bad_Name", &[("a", "1")], &[]),
+            "The ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+        ),
+    ];
+    for (file, manifest, message) in invalid {
+        let path = server.manifest(file, manifest);
+        let err = server.kubectl_err(&["create", "-f", path.to_str().unwrap()]);
+        assert!(err.contains(message), "expected {message:?} in:\n{err}");
+    }
+    let raw = server.api.kubectl(
+        33,
+        &["create", "--raw", "/api/v1/namespaces/default/pods", "-f", server.manifest("noimage.json", r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"noimage"},"spec":{"containers":[{"name":"main"}]}}"#).to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    assert!(
+        !raw.status.success() && stderr.contains("Invalid"),
+        "{stderr}"
+    );
+    server.kubectl_err(&["get", "pod", "noimage"]);
+
+    // 404 NotFound.
+    let err = server.kubectl_err(&["get", "configmap", "nope"]);
+    assert!(
+        err.contains("Error from server (NotFound): configmaps \"nope\" not found"),
+        "{err}"
+    );
+    let err = server.kubectl_err(&["get", "deployment", "nope"]);
+    assert!(
+        err.contains("Error from server (NotFound): deployments.apps \"nope\" not found"),
+        "{err}"
+    );
+    let err = server.kubectl_err(&["delete", "namespace", "nope"]);
+    assert!(
+        err.contains("Error from server (NotFound): namespaces \"nope\" not found"),
+        "{err}"
+    );
+
+    // Malformed input: kubectl's own YAML parser, then the server's JSON decoder.
+    let bad = server.manifest(
+        "bad.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n",
+    );
+    let err = server.kubectl_err(&["create", "-f", bad.to_str().unwrap()]);
+    assert!(err.contains("error converting YAML to JSON"), "{err}");
+    let bad = server.manifest(
+        "bad.json",
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"#,
+    );
+    let raw = server.api.kubectl(
+        33,
+        &[
+            "create",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps",
+            "-f",
+            bad.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    assert!(
+        !raw.status.success() && stderr.contains("BadRequest"),
+        "{stderr}"
+    );
+
+    // Unknown fields: strict (kubectl's default) rejects, warn stores with a warning,
+    // ignore stores silently.
+    let with_foo = |name: &str| {
+        deployment(name, 1, "registry.example/web:1.0", &[])
+            .replace("spec:\n  replicas", "spec:\n  foo: bar\n  replicas")
+    };
+    let strict = server.manifest("strict.yaml", &with_foo("strict"));
+    let err = server.kubectl_err(&["create", "-f", strict.to_str().unwrap()]);
+    assert!(
+        err.contains("BadRequest") && err.contains("unknown field \"spec.foo\""),
+        "{err}"
+    );
+    server.kubectl_err(&["get", "deployment", "strict"]);
+    let warn = server.manifest("warn.yaml", &with_foo("warn"));
+    let out = server.api.kubectl(
+        33,
+        &["create", "-f", warn.to_str().unwrap(), "--validate=warn"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        server.report(33, &["create", "--validate=warn"], &out, "warn")
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Warning: unknown field \"spec.foo\""),
+        "{stderr}"
+    );
+    let ignore = server.manifest("ignore.yaml", &with_foo("ignore"));
+    let out = server.api.kubectl(
+        33,
+        &["create", "-f", ignore.to_str().unwrap(), "--validate=false"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        server.report(33, &["create", "--validate=false"], &out, "ignore")
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).trim().is_empty());
+    let stored = server.get_json(&["deployment", "ignore"]);
+    assert!(stored["spec"].get("foo").is_none(), "{stored}");
+}
+
+/// kubectl 1.27 against the server: create, apply twice, get, explain, api-resources,
+/// delete.
+fn version_skew_1_27(server: Server) {
+    let old = KUBECTL_OLDEST;
+    let file = server.manifest(
+        "objects.yaml",
+        &[
+            configmap("settings", &[("a", "1")], &[("app", "old")]),
+            pod("p1", "registry.example/web:1.0", &[("app", "old")]),
+        ]
+        .join("---\n"),
+    );
+    let out = server.kubectl_ok_at(old, &["create", "-f", file.to_str().unwrap()]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["configmap/settings created", "pod/p1 created"]
+    );
+    apply_twice(&server, old);
+
+    let rows = table(&server.kubectl_ok_at(old, &["get", "pods"]));
+    assert_eq!(rows[0], ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert_eq!(row(&rows, "p1")[1..4], ["0/1", "Pending", "0"]);
+    let list =
+        json_of(&server.kubectl_ok_at(old, &["get", "configmaps", "-l", "app=old", "-o", "json"]));
+    assert_eq!(names(&list), ["settings"]);
+
+    let out = server.kubectl_ok_at(old, &["explain", "pods.spec.containers"]);
+    assert!(
+        out.contains("containers") && out.contains("Container"),
+        "{out}"
+    );
+    let rows = table(&server.kubectl_ok_at(old, &["api-resources"]));
+    assert!(
+        rows.iter()
+            .any(|r| r == &["deployments", "deploy", "apps/v1", "true", "Deployment"]),
+        "{rows:#?}"
+    );
+
+    let out = server.kubectl_ok_at(old, &["delete", "-f", file.to_str().unwrap()]);
+    assert!(
+        out.contains("configmap \"settings\" deleted") && out.contains("pod \"p1\" deleted"),
+        "{out}"
+    );
+    let err = server.kubectl_err_at(old, &["get", "configmap", "settings"]);
+    assert!(err.contains("NotFound"), "{err}");
+}

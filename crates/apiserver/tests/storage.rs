@@ -12,8 +12,7 @@ use skiff_apiserver::storage::etcd::{Etcd, EtcdOptions};
 use skiff_apiserver::storage::sqlite::{Sqlite, SqliteOptions};
 use skiff_apiserver::storage::watch_cache::{WatchCache, WatchCacheOptions};
 use skiff_apiserver::storage::{
-    DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, Result, Storage,
-    StorageError, WatchItem,
+    DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, Result, Storage, StorageError, WatchItem,
 };
 use tempfile::TempDir;
 
@@ -143,13 +142,20 @@ async fn list_in_key_order(s: &dyn Storage) {
     s.create(&pod("ns2", "a"), b"x".to_vec()).await.unwrap();
     // Neighbours that must not show: a longer resource name, and a key equal to the
     // prefix without its slash.
-    s.create("/registry/podsx/ns1/a", b"x".to_vec()).await.unwrap();
+    s.create("/registry/podsx/ns1/a", b"x".to_vec())
+        .await
+        .unwrap();
     s.create("/registry/pods", b"x".to_vec()).await.unwrap();
 
     let all = s.list(PODS, None, 0, None).await.unwrap();
     assert_eq!(
         keys(&all.items),
-        [pod("ns1", "a"), pod("ns1", "b"), pod("ns1", "c"), pod("ns2", "a")]
+        [
+            pod("ns1", "a"),
+            pod("ns1", "b"),
+            pod("ns1", "c"),
+            pod("ns2", "a")
+        ]
     );
     assert_eq!(all.remaining, 0);
     assert_eq!(all.revision, s.current_revision().await.unwrap());
@@ -163,7 +169,9 @@ async fn list_in_key_order(s: &dyn Storage) {
 
 async fn list_pages_at_a_revision(s: &dyn Storage) {
     for i in 0..5 {
-        s.create(&pod("ns", &format!("p{i}")), vec![b'0' + i]).await.unwrap();
+        s.create(&pod("ns", &format!("p{i}")), vec![b'0' + i])
+            .await
+            .unwrap();
     }
     let first = s.list(PODS, None, 2, None).await.unwrap();
     assert_eq!(keys(&first.items), [pod("ns", "p0"), pod("ns", "p1")]);
@@ -172,7 +180,9 @@ async fn list_pages_at_a_revision(s: &dyn Storage) {
 
     // Changes after the first page must not show in the following pages at its revision.
     let p2 = s.get(&pod("ns", "p2")).await.unwrap().unwrap();
-    s.update(&p2.key, b"changed".to_vec(), p2.mod_revision).await.unwrap();
+    s.update(&p2.key, b"changed".to_vec(), p2.mod_revision)
+        .await
+        .unwrap();
     s.delete(&pod("ns", "p3"), None).await.unwrap();
     s.create(&pod("ns", "p25"), b"new".to_vec()).await.unwrap();
 
@@ -261,9 +271,14 @@ async fn delete_checks_the_revision(s: &dyn Storage) {
 async fn watch_replays_from_a_revision(s: &dyn Storage) {
     let key = pod("ns", "w");
     let created = s.create(&key, b"1".to_vec()).await.unwrap();
-    let updated = s.update(&key, b"2".to_vec(), created.mod_revision).await.unwrap();
+    let updated = s
+        .update(&key, b"2".to_vec(), created.mod_revision)
+        .await
+        .unwrap();
     s.create(&pod("other", "x"), b"x".to_vec()).await.unwrap();
-    s.create("/registry/services/ns/w", b"s".to_vec()).await.unwrap();
+    s.create("/registry/services/ns/w", b"s".to_vec())
+        .await
+        .unwrap();
     let deleted = s.delete(&key, None).await.unwrap();
 
     let mut all = s.watch(PODS, created.mod_revision - 1).await.unwrap();
@@ -294,8 +309,14 @@ async fn watch_follows_live_writes(s: &dyn Storage) {
     let mut stream = s.watch(PODS, start).await.unwrap();
     let mut written = Vec::new();
     for i in 0..20 {
-        written.push(s.create(&pod("ns", &format!("l{i:02}")), vec![i]).await.unwrap());
-        s.create(&format!("/registry/secrets/ns/l{i}"), vec![i]).await.unwrap();
+        written.push(
+            s.create(&pod("ns", &format!("l{i:02}")), vec![i])
+                .await
+                .unwrap(),
+        );
+        s.create(&format!("/registry/secrets/ns/l{i}"), vec![i])
+            .await
+            .unwrap();
     }
     // A second watcher of the same resource, started half-way through the writes.
     let mut late = s.watch(PODS, written[9].mod_revision).await.unwrap();
@@ -311,7 +332,10 @@ async fn watch_follows_live_writes(s: &dyn Storage) {
 async fn watch_sends_progress_when_idle(s: &dyn Storage) {
     let created = s.create(&pod("ns", "p"), b"1".to_vec()).await.unwrap();
     // Writes elsewhere move the revision without events for this watch.
-    let other = s.create("/registry/configmaps/ns/c", b"c".to_vec()).await.unwrap();
+    let other = s
+        .create("/registry/configmaps/ns/c", b"c".to_vec())
+        .await
+        .unwrap();
     let mut stream = s.watch(PODS, created.mod_revision).await.unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
@@ -325,7 +349,10 @@ async fn watch_sends_progress_when_idle(s: &dyn Storage) {
 
 async fn compaction_refuses_older_revisions(s: &dyn Storage) {
     let kept = s.create(&pod("ns", "kept"), b"k".to_vec()).await.unwrap();
-    let changed = s.create(&pod("ns", "changed"), b"1".to_vec()).await.unwrap();
+    let changed = s
+        .create(&pod("ns", "changed"), b"1".to_vec())
+        .await
+        .unwrap();
     let old = s.current_revision().await.unwrap();
     let changed = s
         .update(&changed.key, b"2".to_vec(), changed.mod_revision)
@@ -333,8 +360,15 @@ async fn compaction_refuses_older_revisions(s: &dyn Storage) {
         .unwrap();
     let gone = s.create(&pod("ns", "gone"), b"g".to_vec()).await.unwrap();
     s.delete(&gone.key, None).await.unwrap();
-    let at = s.create(&pod("ns", "z"), b"z".to_vec()).await.unwrap().mod_revision;
-    let after = s.update(&changed.key, b"3".to_vec(), changed.mod_revision).await.unwrap();
+    let at = s
+        .create(&pod("ns", "z"), b"z".to_vec())
+        .await
+        .unwrap()
+        .mod_revision;
+    let after = s
+        .update(&changed.key, b"3".to_vec(), changed.mod_revision)
+        .await
+        .unwrap();
 
     s.compact(at).await.unwrap();
     // Compacting again, or to an older revision, is no error.
@@ -395,7 +429,11 @@ async fn sqlite_keeps_acknowledged_writes_across_reopen() {
     {
         let s = Sqlite::open(&path, SqliteOptions::default()).unwrap();
         for i in 0..50 {
-            acknowledged.push(s.create(&pod("ns", &format!("k{i:02}")), vec![i]).await.unwrap());
+            acknowledged.push(
+                s.create(&pod("ns", &format!("k{i:02}")), vec![i])
+                    .await
+                    .unwrap(),
+            );
         }
         let last = acknowledged.pop().unwrap();
         s.delete(&last.key, None).await.unwrap();
@@ -428,7 +466,10 @@ async fn throughput() {
         let creates = N as f64 / started.elapsed().as_secs_f64();
         let started = std::time::Instant::now();
         for i in 0..N {
-            s.get(&pod("bench", &format!("p{i:05}"))).await.unwrap().unwrap();
+            s.get(&pod("bench", &format!("p{i:05}")))
+                .await
+                .unwrap()
+                .unwrap();
         }
         let gets = N as f64 / started.elapsed().as_secs_f64();
         let started = std::time::Instant::now();

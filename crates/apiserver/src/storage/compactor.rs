@@ -42,3 +42,38 @@ pub fn spawn(storage: &Arc<dyn Storage>, interval: Duration) -> tokio::task::Joi
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::StorageError;
+    use crate::storage::sqlite::{Sqlite, SqliteOptions};
+
+    #[tokio::test]
+    async fn compacts_to_the_revision_seen_a_tick_earlier_and_stops_with_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = Sqlite::open(&dir.path().join("state.db"), SqliteOptions::default());
+        let storage: Arc<dyn Storage> = Arc::new(sqlite.unwrap());
+        let first = storage.create("/registry/pods/ns/a", vec![]).await.unwrap();
+        let second = storage.update(&first.key, vec![1], first.mod_revision);
+        let second = second.await.unwrap();
+        let task = spawn(&storage, Duration::from_millis(100));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let old = storage.list("/registry/pods/", None, 0, Some(first.mod_revision));
+            match old.await {
+                Err(StorageError::Compacted { compacted, .. }) => {
+                    assert_eq!(compacted, second.mod_revision);
+                    break;
+                }
+                Ok(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => panic!("not compacted: {other:?}"),
+            }
+        }
+        drop(storage);
+        let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
+        assert!(ended.is_ok_and(|joined| joined.is_ok()));
+    }
+}

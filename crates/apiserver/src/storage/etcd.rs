@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, CompactionOptions, ConnectOptions, DeleteOptions, GetOptions,
+    Client, CompactionOptions, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions,
     KvClient, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions, WatchResponse,
 };
 use futures::stream::BoxStream;

@@ -190,7 +190,10 @@ mod tests {
 
     #[test]
     fn prefix_end_increments_the_last_character() {
-        assert_eq!(prefix_end("/registry/pods/").as_deref(), Some("/registry/pods0"));
+        assert_eq!(
+            prefix_end("/registry/pods/").as_deref(),
+            Some("/registry/pods0")
+        );
         assert_eq!(prefix_end("a\u{d7ff}").as_deref(), Some("a\u{e000}"));
         assert_eq!(prefix_end("a\u{10ffff}").as_deref(), Some("b"));
         assert_eq!(prefix_end(""), None);

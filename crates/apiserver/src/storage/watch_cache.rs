@@ -127,7 +127,9 @@ impl Storage for WatchCache {
         limit: usize,
         revision: Option<Revision>,
     ) -> Result<ListResult> {
-        self.backend.list(prefix, start_after, limit, revision).await
+        self.backend
+            .list(prefix, start_after, limit, revision)
+            .await
     }
 
     async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<KeyValue> {
@@ -334,8 +336,12 @@ impl Feed {
                 }
                 failed => {
                     match failed {
-                        Some(Err(e)) => tracing::warn!(prefix = %self.prefix, error = %e, "watch cache: backend watch failed"),
-                        _ => tracing::warn!(prefix = %self.prefix, "watch cache: backend watch ended"),
+                        Some(Err(e)) => {
+                            tracing::warn!(prefix = %self.prefix, error = %e, "watch cache: backend watch failed")
+                        }
+                        _ => {
+                            tracing::warn!(prefix = %self.prefix, "watch cache: backend watch ended")
+                        }
                     }
                     drop(cache);
                     match self.rewatch().await {
@@ -409,8 +415,14 @@ mod tests {
     #[test]
     fn resource_prefix_is_the_first_segment_after_registry() {
         assert_eq!(resource_prefix("/registry/pods/"), Some("/registry/pods/"));
-        assert_eq!(resource_prefix("/registry/pods/ns/"), Some("/registry/pods/"));
-        assert_eq!(resource_prefix("/registry/pods/ns/a"), Some("/registry/pods/"));
+        assert_eq!(
+            resource_prefix("/registry/pods/ns/"),
+            Some("/registry/pods/")
+        );
+        assert_eq!(
+            resource_prefix("/registry/pods/ns/a"),
+            Some("/registry/pods/")
+        );
         assert_eq!(resource_prefix("/registry/"), None);
         assert_eq!(resource_prefix("/registry//x/"), None);
         assert_eq!(resource_prefix("/other/pods/"), None);
@@ -423,15 +435,28 @@ mod tests {
         let mut watchers = Vec::new();
         for i in 0..100 {
             // Half watch the resource, half one namespace.
-            let prefix = if i % 2 == 0 { "/registry/pods/" } else { "/registry/pods/a/" };
+            let prefix = if i % 2 == 0 {
+                "/registry/pods/"
+            } else {
+                "/registry/pods/a/"
+            };
             watchers.push(cache.watch(prefix, start).await.unwrap());
         }
         assert_eq!(cache.resources.lock().await.len(), 1);
-        let a = cache.create("/registry/pods/a/x", b"1".to_vec()).await.unwrap();
-        let b = cache.create("/registry/pods/b/y", b"2".to_vec()).await.unwrap();
+        let a = cache
+            .create("/registry/pods/a/x", b"1".to_vec())
+            .await
+            .unwrap();
+        let b = cache
+            .create("/registry/pods/b/y", b"2".to_vec())
+            .await
+            .unwrap();
         for (i, watcher) in watchers.iter_mut().enumerate() {
             let event = next_event(watcher).await;
-            assert_eq!((event.kind, event.kv.clone()), (EventType::Added, a.clone()));
+            assert_eq!(
+                (event.kind, event.kv.clone()),
+                (EventType::Added, a.clone())
+            );
             if i % 2 == 0 {
                 assert_eq!(next_event(watcher).await.kv, b);
             }
@@ -489,7 +514,9 @@ mod tests {
         assert_eq!(resource.state().window_start, written[4].mod_revision);
 
         // Inside the window: from the cache (no new watcher on the backend needed).
-        let mut inside = cache.watch("/registry/pods/ns/", written[6].mod_revision).await;
+        let mut inside = cache
+            .watch("/registry/pods/ns/", written[6].mod_revision)
+            .await;
         let inside = inside.as_mut().unwrap();
         for kv in &written[7..] {
             assert_eq!(&next_event(inside).await.kv, kv);
@@ -497,11 +524,15 @@ mod tests {
         assert_eq!(resource.state().watchers.len(), 2);
 
         // Before the window: the backend replays its log, until it is compacted.
-        let mut before = cache.watch("/registry/pods/", written[1].mod_revision).await;
+        let mut before = cache
+            .watch("/registry/pods/", written[1].mod_revision)
+            .await;
         assert_eq!(next_event(before.as_mut().unwrap()).await.kv, written[2]);
         assert_eq!(resource.state().watchers.len(), 2);
         cache.compact(written[8].mod_revision).await.unwrap();
-        let compacted = cache.watch("/registry/pods/", written[1].mod_revision).await;
+        let compacted = cache
+            .watch("/registry/pods/", written[1].mod_revision)
+            .await;
         assert!(matches!(compacted, Err(StorageError::Compacted { .. })));
     }
 
@@ -531,7 +562,10 @@ mod tests {
         let start = cache.current_revision().await.unwrap();
         let mut stream = cache.watch("/registry/pods/", start + 2).await.unwrap();
         for i in 0..3 {
-            cache.create(&format!("/registry/pods/ns/p{i}"), vec![]).await.unwrap();
+            cache
+                .create(&format!("/registry/pods/ns/p{i}"), vec![])
+                .await
+                .unwrap();
         }
         let event = next_event(&mut stream).await;
         assert_eq!(event.kv.mod_revision, start + 3);

@@ -26,8 +26,8 @@ use futures::stream::BoxStream;
 use tokio::sync::{broadcast, oneshot};
 
 use super::{
-    DEFAULT_MAX_OBJECT_BYTES, Event, KeyValue, ListResult, Result, Revision, Storage,
-    StorageError, WatchItem, check_size,
+    DEFAULT_MAX_OBJECT_BYTES, Event, KeyValue, ListResult, Result, Revision, Storage, StorageError,
+    WatchItem, check_size,
 };
 use read::Readers;
 use writer::{Job, Writer};

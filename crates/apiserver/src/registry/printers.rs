@@ -137,33 +137,12 @@ pub fn age(metadata: &ObjectMeta) -> Value {
     Value::from(since(metadata.creation_timestamp.as_ref()))
 }
 
-/// A label selector as `labels.Selector.String()`: requirements sorted by key, `k=v`,
-/// `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, joined by `,`; empty for an empty selector.
+/// A label selector as `labels.Selector.String()` (requirements sorted by key:
+/// `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`); empty for an empty selector,
+/// `<error>` for one that cannot be built.
 pub fn selector_string(selector: &LabelSelector) -> String {
-    let mut requirements: Vec<(String, String)> = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), format!("{k}={v}")))
-        .collect();
-    for expression in selector.match_expressions.iter().flatten() {
-        let key = &expression.key;
-        let mut values = expression.values.clone().unwrap_or_default();
-        values.sort();
-        values.dedup();
-        let text = match expression.operator.as_str() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.clone(),
-            "DoesNotExist" => format!("!{key}"),
-            // An operator the selector could not be built from: upstream prints <error>.
-            _ => return "<error>".to_owned(),
-        };
-        requirements.push((key.clone(), text));
-    }
-    requirements.sort();
-    let texts: Vec<String> = requirements.into_iter().map(|(_, text)| text).collect();
-    texts.join(",")
+    skiff_api::selector::LabelSelector::from_meta(selector)
+        .map_or_else(|_| "<error>".to_owned(), |s| s.to_string())
 }
 
 /// `metav1.FormatLabelSelector`: [`selector_string`], `<none>` when empty.
@@ -258,9 +237,15 @@ mod tests {
                 },
             ]),
         };
-        assert_eq!(selector_string(&selector), "!canary,env in (dev,prod),tier=web");
+        assert_eq!(
+            selector_string(&selector),
+            "!canary,env in (dev,prod),tier=web"
+        );
         assert_eq!(format_label_selector(None), "<none>");
-        assert_eq!(format_label_selector(Some(&LabelSelector::default())), "<none>");
+        assert_eq!(
+            format_label_selector(Some(&LabelSelector::default())),
+            "<none>"
+        );
         assert_eq!(format_labels(None), "<none>");
     }
 }

@@ -102,7 +102,11 @@ impl Strategy for Jobs {
     }
 
     fn selectable_fields(&self, object: &Job) -> Vec<(&'static str, String)> {
-        let succeeded = object.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
+        let succeeded = object
+            .status
+            .as_ref()
+            .and_then(|s| s.succeeded)
+            .unwrap_or(0);
         vec![("status.successful", succeeded.to_string())]
     }
 
@@ -110,8 +114,18 @@ impl Strategy for Jobs {
         vec![
             NAME,
             column("Status", "string", "Status of the job.", 0),
-            column("Completions", "string", "The completion status of the job", 0),
-            column("Duration", "string", "Time required to complete the job.", 0),
+            column(
+                "Completions",
+                "string",
+                "The completion status of the job",
+                0,
+            ),
+            column(
+                "Duration",
+                "string",
+                "Time required to complete the job.",
+                0,
+            ),
             AGE,
             CONTAINERS,
             IMAGES,
@@ -173,6 +187,9 @@ mod tests {
             Jobs.row(&queue)[..4],
             [json!("q"), json!("Suspended"), json!("0/1 of 3"), json!("")]
         );
-        assert_eq!(Jobs.selectable_fields(&done), [("status.successful", "1".to_owned())]);
+        assert_eq!(
+            Jobs.selectable_fields(&done),
+            [("status.successful", "1".to_owned())]
+        );
     }
 }

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
-use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::TableColumn;
@@ -123,11 +122,18 @@ pub fn human_duration(seconds: i64) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
+/// The current time in seconds since the Unix epoch.
+pub fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// The time since `time` as [`human_duration`], `<unknown>` without one (upstream's
 /// `translateTimestampSince`).
 pub fn since(time: Option<&Time>) -> String {
     match time {
-        Some(time) => human_duration(Timestamp::now().as_second() - time.0.as_second()),
+        Some(time) => human_duration(now_seconds() - time.0.as_second()),
         None => "<unknown>".to_owned(),
     }
 }

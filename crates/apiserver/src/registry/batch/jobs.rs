@@ -1,7 +1,6 @@
 //! Jobs (upstream `pkg/registry/batch/job`).
 
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use skiff_api::batch::job;
 use skiff_api::field::ErrorList;
@@ -60,8 +59,8 @@ fn duration_cell(status: &JobStatus) -> String {
     let end = status
         .completion_time
         .as_ref()
-        .map_or_else(Timestamp::now, |t| t.0);
-    printers::human_duration(end.as_second() - start.0.as_second())
+        .map_or_else(printers::now_seconds, |t| t.0.as_second());
+    printers::human_duration(end - start.0.as_second())
 }
 
 impl Strategy for Jobs {

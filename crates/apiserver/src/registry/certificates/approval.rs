@@ -14,7 +14,7 @@ use serde_json::Value;
 use skiff_api::certificates;
 
 use crate::error::{ApiError, GroupResource};
-use crate::registry::{Context, Subresource};
+use crate::registry::{Context, Subresource, printers};
 
 /// The largest body accepted, as upstream's 3 MiB request limit.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -68,7 +68,8 @@ fn approve(current: &Value, requested: &Value, name: &str) -> Result<Value, ApiE
     };
     let old = decode(current)?;
     let wanted = decode(requested)?;
-    let now = Time(Timestamp::now());
+    let now =
+        Time(Timestamp::from_second(printers::now_seconds()).unwrap_or(Timestamp::UNIX_EPOCH));
     let mut conditions = wanted.status.and_then(|s| s.conditions).unwrap_or_default();
     for condition in &mut conditions {
         condition

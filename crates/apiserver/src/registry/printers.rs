@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
-use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::TableColumn;
@@ -123,11 +122,18 @@ pub fn human_duration(seconds: i64) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
+/// The current time in seconds since the Unix epoch.
+pub fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// The time since `time` as [`human_duration`], `<unknown>` without one (upstream's
 /// `translateTimestampSince`).
 pub fn since(time: Option<&Time>) -> String {
     match time {
-        Some(time) => human_duration(Timestamp::now().as_second() - time.0.as_second()),
+        Some(time) => human_duration(now_seconds() - time.0.as_second()),
         None => "<unknown>".to_owned(),
     }
 }
@@ -137,33 +143,12 @@ pub fn age(metadata: &ObjectMeta) -> Value {
     Value::from(since(metadata.creation_timestamp.as_ref()))
 }
 
-/// A label selector as `labels.Selector.String()`: requirements sorted by key, `k=v`,
-/// `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, joined by `,`; empty for an empty selector.
+/// A label selector as `labels.Selector.String()` (requirements sorted by key:
+/// `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`); empty for an empty selector,
+/// `<error>` for one that cannot be built.
 pub fn selector_string(selector: &LabelSelector) -> String {
-    let mut requirements: Vec<(String, String)> = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), format!("{k}={v}")))
-        .collect();
-    for expression in selector.match_expressions.iter().flatten() {
-        let key = &expression.key;
-        let mut values = expression.values.clone().unwrap_or_default();
-        values.sort();
-        values.dedup();
-        let text = match expression.operator.as_str() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.clone(),
-            "DoesNotExist" => format!("!{key}"),
-            // An operator the selector could not be built from: upstream prints <error>.
-            _ => return "<error>".to_owned(),
-        };
-        requirements.push((key.clone(), text));
-    }
-    requirements.sort();
-    let texts: Vec<String> = requirements.into_iter().map(|(_, text)| text).collect();
-    texts.join(",")
+    skiff_api::selector::LabelSelector::from_meta(selector)
+        .map_or_else(|_| "<error>".to_owned(), |s| s.to_string())
 }
 
 /// `metav1.FormatLabelSelector`: [`selector_string`], `<none>` when empty.
@@ -258,9 +243,15 @@ mod tests {
                 },
             ]),
         };
-        assert_eq!(selector_string(&selector), "!canary,env in (dev,prod),tier=web");
+        assert_eq!(
+            selector_string(&selector),
+            "!canary,env in (dev,prod),tier=web"
+        );
         assert_eq!(format_label_selector(None), "<none>");
-        assert_eq!(format_label_selector(Some(&LabelSelector::default())), "<none>");
+        assert_eq!(
+            format_label_selector(Some(&LabelSelector::default())),
+            "<none>"
+        );
         assert_eq!(format_labels(None), "<none>");
     }
 }

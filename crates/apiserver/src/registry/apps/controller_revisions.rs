@@ -52,7 +52,12 @@ impl Strategy for ControllerRevisions {
         vec![
             NAME,
             column("Controller", "string", "Controller of the object", 0),
-            column("Revision", "string", "Revision indicates the revision of the state represented by Data.", 0),
+            column(
+                "Revision",
+                "string",
+                "Revision indicates the revision of the state represented by Data.",
+                0,
+            ),
             AGE,
         ]
     }

@@ -78,12 +78,42 @@ impl Strategy for DaemonSets {
     fn columns(&self) -> Vec<TableColumn> {
         vec![
             NAME,
-            column("Desired", "integer", "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).", 0),
-            column("Current", "integer", "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.", 0),
-            column("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.", 0),
-            column("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod", 0),
-            column("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)", 0),
-            column("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node.", 0),
+            column(
+                "Desired",
+                "integer",
+                "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).",
+                0,
+            ),
+            column(
+                "Current",
+                "integer",
+                "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
+                0,
+            ),
+            column(
+                "Ready",
+                "integer",
+                "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.",
+                0,
+            ),
+            column(
+                "Up-to-date",
+                "integer",
+                "The total number of nodes that are running updated daemon pod",
+                0,
+            ),
+            column(
+                "Available",
+                "integer",
+                "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)",
+                0,
+            ),
+            column(
+                "Node Selector",
+                "string",
+                "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node.",
+                0,
+            ),
             AGE,
             CONTAINERS,
             IMAGES,
@@ -152,7 +182,15 @@ mod tests {
         let row = DaemonSets.row(&daemon_set());
         assert_eq!(
             row[..7],
-            [json!("agent"), json!(2), json!(2), json!(1), json!(0), json!(0), json!("kubernetes.io/os=linux")]
+            [
+                json!("agent"),
+                json!(2),
+                json!(2),
+                json!(1),
+                json!(0),
+                json!(0),
+                json!("kubernetes.io/os=linux")
+            ]
         );
         assert_eq!(row[10], json!("app=agent"));
     }

@@ -54,8 +54,18 @@ impl Strategy for Deployments {
         vec![
             NAME,
             column("Ready", "string", "Number of the pod with ready state", 0),
-            column("Up-to-date", "string", "Total number of non-terminating pods targeted by this deployment that have the desired template spec.", 0),
-            column("Available", "string", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0),
+            column(
+                "Up-to-date",
+                "string",
+                "Total number of non-terminating pods targeted by this deployment that have the desired template spec.",
+                0,
+            ),
+            column(
+                "Available",
+                "string",
+                "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                0,
+            ),
             AGE,
             CONTAINERS,
             IMAGES,
@@ -104,7 +114,16 @@ mod tests {
         let names: Vec<&str> = Deployments.columns().iter().map(|c| c.name).collect();
         assert_eq!(
             names,
-            ["Name", "Ready", "Up-to-date", "Available", "Age", "Containers", "Images", "Selector"]
+            [
+                "Name",
+                "Ready",
+                "Up-to-date",
+                "Available",
+                "Age",
+                "Containers",
+                "Images",
+                "Selector"
+            ]
         );
         assert_eq!(
             Deployments.row(&d),

@@ -59,9 +59,24 @@ impl Strategy for ReplicaSets {
     fn columns(&self) -> Vec<TableColumn> {
         vec![
             NAME,
-            column("Desired", "integer", "Replicas is the number of desired pods.", 0),
-            column("Current", "integer", "Replicas is the most recently observed number of replicas.", 0),
-            column("Ready", "integer", "The number of ready replicas for this replica set.", 0),
+            column(
+                "Desired",
+                "integer",
+                "Replicas is the number of desired pods.",
+                0,
+            ),
+            column(
+                "Current",
+                "integer",
+                "Replicas is the most recently observed number of replicas.",
+                0,
+            ),
+            column(
+                "Ready",
+                "integer",
+                "The number of ready replicas for this replica set.",
+                0,
+            ),
             AGE,
             CONTAINERS,
             IMAGES,
@@ -104,6 +119,9 @@ mod tests {
             [json!("web-1"), json!(2), json!(1), json!(1)]
         );
         assert_eq!(ReplicaSets.row(&rs)[7], json!("<none>"));
-        assert_eq!(ReplicaSets.selectable_fields(&rs), [("status.replicas", "1".to_owned())]);
+        assert_eq!(
+            ReplicaSets.selectable_fields(&rs),
+            [("status.replicas", "1".to_owned())]
+        );
     }
 }

@@ -61,7 +61,11 @@ impl Strategy for StatefulSets {
     }
 
     fn row(&self, object: &StatefulSet) -> Vec<Value> {
-        let ready = object.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
+        let ready = object
+            .status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0);
         let [containers, images] =
             printers::containers_and_images(object.spec.template.spec.as_ref());
         vec![
@@ -89,7 +93,13 @@ mod tests {
         .unwrap();
         assert_eq!(
             StatefulSets.row(&sts),
-            [json!("db"), json!("1/3"), json!("<unknown>"), json!("pg"), json!("postgres")]
+            [
+                json!("db"),
+                json!("1/3"),
+                json!("<unknown>"),
+                json!("pg"),
+                json!("postgres")
+            ]
         );
     }
 }

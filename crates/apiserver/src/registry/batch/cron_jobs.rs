@@ -59,11 +59,36 @@ impl Strategy for CronJobs {
     fn columns(&self) -> Vec<TableColumn> {
         vec![
             NAME,
-            column("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.", 0),
-            column("Timezone", "string", "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones.", 0),
-            column("Suspend", "boolean", "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false.", 0),
-            column("Active", "integer", "A list of pointers to currently running jobs.", 0),
-            column("Last Schedule", "string", "Information when was the last time the job was successfully scheduled.", 0),
+            column(
+                "Schedule",
+                "string",
+                "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.",
+                0,
+            ),
+            column(
+                "Timezone",
+                "string",
+                "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones.",
+                0,
+            ),
+            column(
+                "Suspend",
+                "boolean",
+                "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false.",
+                0,
+            ),
+            column(
+                "Active",
+                "integer",
+                "A list of pointers to currently running jobs.",
+                0,
+            ),
+            column(
+                "Last Schedule",
+                "string",
+                "Information when was the last time the job was successfully scheduled.",
+                0,
+            ),
             AGE,
             CONTAINERS,
             IMAGES,
@@ -84,7 +109,11 @@ impl Strategy for CronJobs {
         vec![
             Value::from(object.metadata.name.clone().unwrap_or_default()),
             Value::from(spec.schedule.clone()),
-            Value::from(spec.time_zone.clone().unwrap_or_else(|| "<none>".to_owned())),
+            Value::from(
+                spec.time_zone
+                    .clone()
+                    .unwrap_or_else(|| "<none>".to_owned()),
+            ),
             printers::bool_ptr(spec.suspend),
             Value::from(status.active.as_ref().map_or(0, Vec::len)),
             Value::from(last_schedule),

@@ -1,7 +1,6 @@
 //! Jobs (upstream `pkg/registry/batch/job`).
 
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use skiff_api::batch::job;
 use skiff_api::field::ErrorList;
@@ -60,8 +59,8 @@ fn duration_cell(status: &JobStatus) -> String {
     let end = status
         .completion_time
         .as_ref()
-        .map_or_else(Timestamp::now, |t| t.0);
-    printers::human_duration(end.as_second() - start.0.as_second())
+        .map_or_else(printers::now_seconds, |t| t.0.as_second());
+    printers::human_duration(end - start.0.as_second())
 }
 
 impl Strategy for Jobs {
@@ -102,7 +101,11 @@ impl Strategy for Jobs {
     }
 
     fn selectable_fields(&self, object: &Job) -> Vec<(&'static str, String)> {
-        let succeeded = object.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
+        let succeeded = object
+            .status
+            .as_ref()
+            .and_then(|s| s.succeeded)
+            .unwrap_or(0);
         vec![("status.successful", succeeded.to_string())]
     }
 
@@ -110,8 +113,18 @@ impl Strategy for Jobs {
         vec![
             NAME,
             column("Status", "string", "Status of the job.", 0),
-            column("Completions", "string", "The completion status of the job", 0),
-            column("Duration", "string", "Time required to complete the job.", 0),
+            column(
+                "Completions",
+                "string",
+                "The completion status of the job",
+                0,
+            ),
+            column(
+                "Duration",
+                "string",
+                "Time required to complete the job.",
+                0,
+            ),
             AGE,
             CONTAINERS,
             IMAGES,
@@ -173,6 +186,9 @@ mod tests {
             Jobs.row(&queue)[..4],
             [json!("q"), json!("Suspended"), json!("0/1 of 3"), json!("")]
         );
-        assert_eq!(Jobs.selectable_fields(&done), [("status.successful", "1".to_owned())]);
+        assert_eq!(
+            Jobs.selectable_fields(&done),
+            [("status.successful", "1".to_owned())]
+        );
     }
 }

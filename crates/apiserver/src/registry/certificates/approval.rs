@@ -4,7 +4,6 @@
 //! timestamps the client left empty are set to now.
 
 use async_trait::async_trait;
-use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -15,7 +14,7 @@ use serde_json::Value;
 use skiff_api::certificates;
 
 use crate::error::{ApiError, GroupResource};
-use crate::registry::{Context, Subresource};
+use crate::registry::{Context, Subresource, printers};
 
 /// The largest body accepted, as upstream's 3 MiB request limit.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -58,20 +57,27 @@ impl Change {
 /// Errors: 409 on a stale `metadata.resourceVersion`, 422 on invalid conditions.
 fn approve(current: &Value, requested: &Value, name: &str) -> Result<Value, ApiError> {
     let requested_version = requested["metadata"]["resourceVersion"].as_str();
-    if requested_version.is_some_and(|v| Some(v) != current["metadata"]["resourceVersion"].as_str()) {
+    if requested_version.is_some_and(|v| Some(v) != current["metadata"]["resourceVersion"].as_str())
+    {
         return Err(ApiError::modified(&resource(), name));
     }
     let decode = |value: &Value| {
-        serde_json::from_value::<CertificateSigningRequest>(value.clone())
-            .map_err(|e| ApiError::bad_request(format!("unable to decode CertificateSigningRequest: {e}")))
+        serde_json::from_value::<CertificateSigningRequest>(value.clone()).map_err(|e| {
+            ApiError::bad_request(format!("unable to decode CertificateSigningRequest: {e}"))
+        })
     };
     let old = decode(current)?;
     let wanted = decode(requested)?;
-    let now = Time(Timestamp::now());
+    let now =
+        Time(Timestamp::from_second(printers::now_seconds()).unwrap_or(Timestamp::UNIX_EPOCH));
     let mut conditions = wanted.status.and_then(|s| s.conditions).unwrap_or_default();
     for condition in &mut conditions {
-        condition.last_update_time.get_or_insert_with(|| now.clone());
-        condition.last_transition_time.get_or_insert_with(|| now.clone());
+        condition
+            .last_update_time
+            .get_or_insert_with(|| now.clone());
+        condition
+            .last_transition_time
+            .get_or_insert_with(|| now.clone());
     }
     let mut new = old.clone();
     new.status.get_or_insert_with(Default::default).conditions =
@@ -121,7 +127,11 @@ fn parse_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
     } else {
         serde_json::from_slice(body).map_err(|e| e.to_string())
     };
-    parsed.map_err(|e| ApiError::bad_request(format!("the body of the request was in an unknown format: {e}")))
+    parsed.map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body of the request was in an unknown format: {e}"
+        ))
+    })
 }
 
 #[async_trait]
@@ -146,8 +156,11 @@ impl Subresource for Approval {
         request: Request,
     ) -> Result<Response, ApiError> {
         let resource = resource();
-        match *request.method() {
-            Method::GET => Ok(json_response(&ctx.objects.get(&resource, None, name).await?)),
+        let method = request.method().clone();
+        match method {
+            Method::GET => Ok(json_response(
+                &ctx.objects.get(&resource, None, name).await?,
+            )),
             Method::PUT | Method::PATCH => {
                 let change = read_change(request).await?;
                 if ctx.dry_run {
@@ -164,7 +177,7 @@ impl Subresource for Approval {
                     .await?;
                 Ok(json_response(&updated))
             }
-            ref other => Err(ApiError::method_not_supported(&resource, other.as_str())),
+            other => Err(ApiError::method_not_supported(&resource, other.as_str())),
         }
     }
 }
@@ -204,6 +217,12 @@ mod tests {
     fn stale_resource_version_conflicts() {
         let mut requested = stored();
         requested["metadata"]["resourceVersion"] = json!("4");
-        assert_eq!(approve(&stored(), &requested, "c").unwrap_err().status().code, Some(409));
+        assert_eq!(
+            approve(&stored(), &requested, "c")
+                .unwrap_err()
+                .status()
+                .code,
+            Some(409)
+        );
     }
 }

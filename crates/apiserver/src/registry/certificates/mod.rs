@@ -117,10 +117,30 @@ impl Strategy for CertificateSigningRequests {
         vec![
             NAME,
             AGE,
-            column("SignerName", "string", "Only track signers of certificates", 0),
-            column("Requestor", "string", "Name of the user requesting the certificate", 0),
-            column("RequestedDuration", "string", "Requested duration of the certificate", 0),
-            column("Condition", "string", "The current condition of the certificate", 0),
+            column(
+                "SignerName",
+                "string",
+                "Only track signers of certificates",
+                0,
+            ),
+            column(
+                "Requestor",
+                "string",
+                "Name of the user requesting the certificate",
+                0,
+            ),
+            column(
+                "RequestedDuration",
+                "string",
+                "Requested duration of the certificate",
+                0,
+            ),
+            column(
+                "Condition",
+                "string",
+                "The current condition of the certificate",
+                0,
+            ),
         ]
     }
 
@@ -131,9 +151,10 @@ impl Strategy for CertificateSigningRequests {
         } else {
             spec.signer_name.clone()
         };
-        let duration = spec
-            .expiration_seconds
-            .map_or_else(|| "<none>".to_owned(), |s| printers::human_duration(s.into()));
+        let duration = spec.expiration_seconds.map_or_else(
+            || "<none>".to_owned(),
+            |s| printers::human_duration(s.into()),
+        );
         vec![
             Value::from(object.metadata.name.clone().unwrap_or_default()),
             printers::age(&object.metadata),

@@ -55,17 +55,26 @@ impl Strategy for EndpointSlices {
             NAME,
             column("AddressType", "string", "The IP protocol for this slice", 0),
             column("Ports", "string", "The ports contained by this slice", 0),
-            column("Endpoints", "string", "The endpoints contained by this slice", 0),
+            column(
+                "Endpoints",
+                "string",
+                "The endpoints contained by this slice",
+                0,
+            ),
             AGE,
         ]
     }
 
     fn row(&self, object: &EndpointSlice) -> Vec<Value> {
-        let ports = object.ports.iter().flatten().map(|p| match (&p.port, &p.name) {
-            (Some(port), _) => port.to_string(),
-            (None, Some(name)) => name.clone(),
-            (None, None) => "*".to_owned(),
-        });
+        let ports = object
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| match (&p.port, &p.name) {
+                (Some(port), _) => port.to_string(),
+                (None, Some(name)) => name.clone(),
+                (None, None) => "*".to_owned(),
+            });
         let addresses = object
             .endpoints
             .iter()
@@ -100,9 +109,17 @@ mod tests {
         .unwrap();
         assert_eq!(
             EndpointSlices.row(&slice)[..4],
-            [json!("web-abc"), json!("IPv4"), json!("80,metrics"), json!("10.0.0.1,10.0.0.2,10.0.0.3 + 2 more...")]
+            [
+                json!("web-abc"),
+                json!("IPv4"),
+                json!("80,metrics"),
+                json!("10.0.0.1,10.0.0.2,10.0.0.3 + 2 more...")
+            ]
         );
         let empty: EndpointSlice = serde_json::from_value(json!({"addressType": "IPv6"})).unwrap();
-        assert_eq!(EndpointSlices.row(&empty)[2..4], [json!("<unset>"), json!("<unset>")]);
+        assert_eq!(
+            EndpointSlices.row(&empty)[2..4],
+            [json!("<unset>"), json!("<unset>")]
+        );
     }
 }

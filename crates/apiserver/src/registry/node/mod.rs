@@ -30,7 +30,12 @@ impl Strategy for RuntimeClasses {
     fn columns(&self) -> Vec<TableColumn> {
         vec![
             NAME,
-            column("Handler", "string", "Handler specifies the underlying runtime and configuration that the CRI implementation will use to handle pods of this class.", 0),
+            column(
+                "Handler",
+                "string",
+                "Handler specifies the underlying runtime and configuration that the CRI implementation will use to handle pods of this class.",
+                0,
+            ),
             AGE,
         ]
     }

@@ -58,9 +58,24 @@ impl Strategy for PodDisruptionBudgets {
     fn columns(&self) -> Vec<TableColumn> {
         vec![
             NAME,
-            column("Min Available", "string", "The minimum number of pods that must be available simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\".", 0),
-            column("Max Unavailable", "string", "The maximum number of pods that may be unavailable simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\".", 0),
-            column("Allowed Disruptions", "integer", "Calculated number of pods that may be disrupted at this time.", 0),
+            column(
+                "Min Available",
+                "string",
+                "The minimum number of pods that must be available simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\".",
+                0,
+            ),
+            column(
+                "Max Unavailable",
+                "string",
+                "The maximum number of pods that may be unavailable simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\".",
+                0,
+            ),
+            column(
+                "Allowed Disruptions",
+                "integer",
+                "Calculated number of pods that may be disrupted at this time.",
+                0,
+            ),
             AGE,
         ]
     }

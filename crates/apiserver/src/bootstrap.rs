@@ -14,7 +14,8 @@ use crate::error::{ApiError, GroupResource};
 use crate::registry::{Objects, Registry};
 
 /// The namespaces that always exist.
-pub const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Where the `kubernetes` service points.
 #[derive(Debug, Clone, Copy)]
@@ -32,12 +33,19 @@ pub fn system_user() -> UserInfo {
     UserInfo {
         name: "system:apiserver".to_owned(),
         uid: String::new(),
-        groups: vec!["system:masters".to_owned(), crate::authn::AUTHENTICATED.to_owned()],
+        groups: vec![
+            "system:masters".to_owned(),
+            crate::authn::AUTHENTICATED.to_owned(),
+        ],
     }
 }
 
 /// Creates what is missing, skipping kinds `registry` does not serve.
-pub async fn run(registry: &Registry, objects: &dyn Objects, endpoint: Endpoint) -> Result<(), ApiError> {
+pub async fn run(
+    registry: &Registry,
+    objects: &dyn Objects,
+    endpoint: Endpoint,
+) -> Result<(), ApiError> {
     let serves = |group: &str, resource: &str| {
         registry
             .by_resource(&GroupResource::new(group, resource))
@@ -80,7 +88,11 @@ pub async fn run(registry: &Registry, objects: &dyn Objects, endpoint: Endpoint)
         reconcile(objects, "", "endpoints", endpoints, &["subsets"]).await?;
     }
     if serves("discovery.k8s.io", "endpointslices") {
-        let address_type = if endpoint.advertise_address.is_ipv4() { "IPv4" } else { "IPv6" };
+        let address_type = if endpoint.advertise_address.is_ipv4() {
+            "IPv4"
+        } else {
+            "IPv6"
+        };
         let slice = json!({
             "apiVersion": "discovery.k8s.io/v1",
             "kind": "EndpointSlice",
@@ -93,13 +105,23 @@ pub async fn run(registry: &Registry, objects: &dyn Objects, endpoint: Endpoint)
             "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
             "ports": [{"name": "https", "port": endpoint.port, "protocol": "TCP"}],
         });
-        reconcile(objects, "discovery.k8s.io", "endpointslices", slice, &["addressType", "endpoints", "ports"]).await?;
+        reconcile(
+            objects,
+            "discovery.k8s.io",
+            "endpointslices",
+            slice,
+            &["addressType", "endpoints", "ports"],
+        )
+        .await?;
     }
     Ok(())
 }
 
 fn name_of(object: &Value) -> String {
-    object["metadata"]["name"].as_str().unwrap_or_default().to_owned()
+    object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Creates `object` unless it exists.
@@ -142,9 +164,14 @@ async fn reconcile(
                 }
                 Ok(())
             };
-            objects.update(&gr, Some("default"), &name, &mut mutate).await.map(|_| ())
+            objects
+                .update(&gr, Some("default"), &name, &mut mutate)
+                .await
+                .map(|_| ())
         }
-        Err(e) if e.code == 404 => ensure(objects, group, resource, Some("default"), object.clone()).await,
+        Err(e) if e.code == 404 => {
+            ensure(objects, group, resource, Some("default"), object.clone()).await
+        }
         Err(e) => Err(e),
     }
 }

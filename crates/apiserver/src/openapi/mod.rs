@@ -414,3 +414,79 @@ mod tests {
         assert_eq!(status, StatusCode::NOT_ACCEPTABLE);
     }
 }
+
+/// Checks every document of a registry for what clients rely on.
+#[cfg(test)]
+mod completeness {
+    use super::*;
+    use crate::discovery::testing;
+
+    fn refs_of<'a>(value: &'a Value, prefix: &str) -> Vec<&'a str> {
+        let mut out = Vec::new();
+        schemas::refs(value, prefix, &mut out);
+        out
+    }
+
+    /// Every `$ref` resolves; every kind has a schema tagged with its group, version and
+    /// kind, a list, and a PATCH operation with `fieldValidation` in v2 and v3.
+    fn assert_complete(registry: &Registry) {
+        let openapi = OpenApi::build(registry);
+        let v2: Value = serde_json::from_slice(openapi.v2_json.body()).unwrap();
+        let definitions = v2["definitions"].as_object().unwrap();
+        for name in refs_of(&v2, "#/definitions/") {
+            assert!(definitions.contains_key(name), "v2: dangling {name}");
+        }
+        let v3: BTreeMap<&str, Value> = openapi
+            .v3
+            .iter()
+            .map(|(key, doc)| (key.as_str(), serde_json::from_slice(doc.body()).unwrap()))
+            .collect();
+        for (key, doc) in &v3 {
+            let schemas = doc["components"]["schemas"].as_object().unwrap();
+            for name in refs_of(doc, "#/components/schemas/") {
+                assert!(schemas.contains_key(name), "{key}: dangling {name}");
+            }
+        }
+        for kind in registry.kinds() {
+            let info = kind.info();
+            let gvk = json!({"group": info.group, "kind": info.kind, "version": info.version});
+            let name = kind.schema_name();
+            let tagged = |schema: &Value| {
+                schema["x-kubernetes-group-version-kind"]
+                    .as_array()
+                    .is_some_and(|gvks| gvks.contains(&gvk))
+            };
+            assert!(tagged(&definitions[&name]), "v2: {name}");
+            assert!(
+                definitions.contains_key(&format!("{name}List")),
+                "{name}List"
+            );
+            let key = endpoints::document_of(info.group, info.version);
+            let doc = &v3[key.as_str()];
+            assert!(
+                tagged(&doc["components"]["schemas"][&name]),
+                "{key}: {name}"
+            );
+            for paths in [&v2["paths"], &doc["paths"]] {
+                let validated = paths.as_object().unwrap().values().any(|item| {
+                    let patch = &item["patch"];
+                    patch["x-kubernetes-group-version-kind"] == gvk
+                        && patch["parameters"]
+                            .as_array()
+                            .is_some_and(|p| p.iter().any(|p| p["name"] == "fieldValidation"))
+                });
+                assert!(validated, "no PATCH with fieldValidation for {gvk}");
+            }
+        }
+    }
+
+    #[test]
+    fn test_kinds_have_complete_documents() {
+        assert_complete(&testing::registry());
+    }
+
+    #[test]
+    fn builtin_kinds_have_complete_documents() {
+        assert_complete(&Registry::builtin());
+    }
+}

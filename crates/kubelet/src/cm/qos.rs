@@ -88,7 +88,7 @@ mod tests {
         assert_eq!(pod_qos(&p), QosClass::Burstable);
         let mut p = pod(&[(&[], &[])]);
         if let Some(spec) = p.spec.as_mut() {
-            spec.resources = Some(ResourceRequirements {
+            spec.resources = Some(k8s_openapi::api::core::v1::ResourceRequirements {
                 requests: res(&full),
                 limits: res(&full),
                 ..Default::default()

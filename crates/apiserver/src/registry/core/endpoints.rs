@@ -78,12 +78,7 @@ fn validate_subset(errors: &mut ErrorList, path: &Path, subset: &EndpointSubset)
     ] {
         for (i, address) in addresses.unwrap_or_default().iter().enumerate() {
             let p = path.child(field).index(i).child("ip");
-            invalid_each(
-                errors,
-                &p,
-                address.ip.as_str(),
-                names::is_valid_ip(&address.ip),
-            );
+            errors.extend(names::is_valid_ip(&p, &address.ip));
         }
     }
     let ports = subset.ports.as_deref().unwrap_or_default();
@@ -104,7 +99,7 @@ fn validate_subset(errors: &mut ErrorList, path: &Path, subset: &EndpointSubset)
             errors,
             &p.child("port"),
             port.port,
-            names::is_valid_port_num(port.port),
+            names::is_valid_port_num(port.port.into()),
         );
         one_of(
             errors,

@@ -351,6 +351,7 @@ mod tests {
                 .parse()
                 .unwrap_or(IpNet::V4(Default::default())),
             service_node_port_range: 30000..=30002,
+            ..ClusterConfig::default()
         }
     }
 

@@ -2,6 +2,7 @@
 //!
 //! - [`field`]: upstream's `field.Error` (the causes of a 422 Invalid, the kubelet's
 //!   manifest errors);
+//! - [`meta`]: ObjectMeta and LabelSelector validation (`pkg/api/validation`);
 //! - [`names`]: DNS-1123 names, qualified names, label values
 //!   (`k8s.io/apimachinery/pkg/util/validation`);
 //! - [`selector`]: label and field selectors (`k8s.io/apimachinery/pkg/labels`, `fields`);
@@ -13,8 +14,15 @@
 
 pub mod core;
 pub mod field;
+pub mod meta;
 pub mod names;
 pub mod patch;
 pub mod quantity;
 pub mod schema;
 pub mod selector;
+pub mod validation;
+
+pub mod apps;
+
+pub mod batch;
+mod pending;

@@ -7,10 +7,15 @@
 //! the watch cache). [`discovery`] and [`openapi`] describe what [`registry`] serves.
 
 pub mod authn;
+pub mod bootstrap;
 pub mod config;
 pub mod discovery;
 pub mod error;
+pub mod health;
+pub mod kubeconfig;
 pub mod openapi;
+pub mod pki;
+pub mod proxy;
 pub mod registry;
 pub mod rest;
 pub mod storage;

@@ -4,16 +4,61 @@
 //! (`application/strategic-merge-patch+json`, upstream
 //! `k8s.io/apimachinery/pkg/util/strategicpatch`, driven by the patch strategies and merge
 //! keys of [`crate::schema`]).
-//!
-//! STUB: the machinery helper replaces the bodies; the signatures are the contract.
 
-use serde_json::Value;
+mod json;
+mod strategic;
 
-use crate::schema::Schemas;
+pub use json::{MAX_JSON_PATCH_OPERATIONS, json_patch, json_patch_operations, merge_patch};
+pub use strategic::strategic_merge_patch;
 
-/// Why a patch could not be applied (answered as 422 or 400 by the server, as upstream).
+/// Why a patch could not be applied. [`PatchError::status_code`] tells how upstream answers
+/// it: 400 Bad Request for a malformed patch document, 422 Unprocessable Entity for a
+/// well-formed patch that cannot be applied to the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PatchError(pub String);
+
+/// Messages of malformed patches (upstream `mergepatch` errors answered as 400, JSON
+/// decoding errors).
+pub(crate) mod messages {
+    pub const BAD_JSON_DOC: &str = "invalid JSON document";
+    pub const BAD_MERGE_PATCH: &str = "Invalid JSON Patch";
+    pub const BAD_PRIMITIVE_LIST: &str = "invalid patch format of primitive list";
+    pub const BAD_RETAIN_KEYS: &str = "invalid patch format of retainKeys";
+    pub const BAD_SET_ELEMENT_ORDER: &str = "invalid patch format of setElementOrder list";
+    pub const NOT_AN_OBJECT: &str = "json: cannot unmarshal";
+}
+
+impl PatchError {
+    /// The HTTP status upstream answers this error with (400 or 422).
+    pub fn status_code(&self) -> u16 {
+        use messages::*;
+        let exact = [
+            BAD_JSON_DOC,
+            BAD_MERGE_PATCH,
+            BAD_PRIMITIVE_LIST,
+            BAD_RETAIN_KEYS,
+            BAD_SET_ELEMENT_ORDER,
+        ];
+        if exact.contains(&self.0.as_str()) || self.0.starts_with(NOT_AN_OBJECT) {
+            400
+        } else {
+            422
+        }
+    }
+}
+
+/// The JSON kind as Go's decoder names it in its errors (`cannot unmarshal array into ...`).
+fn go_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
 
 impl std::fmt::Display for PatchError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -21,23 +66,4 @@ impl std::fmt::Display for PatchError {
     }
 }
 
-/// Applies an RFC 6902 patch document.
-pub fn json_patch(_target: &Value, _patch: &Value) -> Result<Value, PatchError> {
-    Err(PatchError("not implemented yet".into()))
-}
-
-/// Applies an RFC 7386 merge patch.
-pub fn merge_patch(_target: &Value, _patch: &Value) -> Result<Value, PatchError> {
-    Err(PatchError("not implemented yet".into()))
-}
-
-/// Applies a strategic merge patch to an object of OpenAPI type `definition`
-/// (`io.k8s.api.apps.v1.Deployment`).
-pub fn strategic_merge_patch(
-    _schemas: &Schemas,
-    _definition: &str,
-    _target: &Value,
-    _patch: &Value,
-) -> Result<Value, PatchError> {
-    Err(PatchError("not implemented yet".into()))
-}
+impl std::error::Error for PatchError {}

@@ -90,6 +90,14 @@ impl<S: Strategy> Kind for Adapter<S> {
         self.scale.as_ref()
     }
 
+    fn allow_create_on_update(&self) -> bool {
+        self.strategy.allow_create_on_update()
+    }
+
+    fn return_deleted_object(&self) -> bool {
+        self.strategy.return_deleted_object()
+    }
+
     fn subresources(&self) -> &[Arc<dyn Subresource>] {
         &self.subresources
     }

@@ -153,7 +153,7 @@ pub trait Objects: Send + Sync {
         resource: &GroupResource,
         namespace: Option<&str>,
         name: &str,
-        mutate: &mut (dyn FnMut(&mut Value) -> Result<(), ApiError> + Send),
+        mutate: &mut (dyn for<'v> FnMut(&'v mut Value) -> Result<(), ApiError> + Send),
     ) -> Result<Value, ApiError>;
 
     /// Deletes with the kind's delete rules; `grace_period_seconds` as DeleteOptions'.
@@ -233,6 +233,18 @@ pub trait Strategy: Send + Sync + 'static {
     /// The `scale` subresource, for kinds with replicas.
     fn scale(&self) -> Option<ScaleSpec> {
         None
+    }
+
+    /// Whether a PUT of a missing object creates it (upstream's AllowCreateOnUpdate: true
+    /// for endpoints, events, leases, limitranges, ...). Default: 404.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// Whether an immediate DELETE answers with the deleted object rather than a Status
+    /// (upstream's `ReturnDeletedObject`: pods, serviceaccounts, ...). Default: Status.
+    fn return_deleted_object(&self) -> bool {
+        false
     }
 
     /// Subresources with their own handlers.
@@ -335,6 +347,8 @@ pub trait Kind: Send + Sync {
     fn status_subresource(&self) -> bool;
     fn bumps_generation(&self) -> bool;
     fn scale(&self) -> Option<&ScaleSpec>;
+    fn allow_create_on_update(&self) -> bool;
+    fn return_deleted_object(&self) -> bool;
     fn subresources(&self) -> &[Arc<dyn Subresource>];
 
     /// Reads `object` through the typed form. Returns it re-encoded (fields the type

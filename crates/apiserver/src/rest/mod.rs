@@ -1,1 +1,75 @@
-//! TODO(helper).
+//! The generic REST layer (upstream `k8s.io/apiserver/pkg/endpoints/handlers` and
+//! `registry/generic/registry`): routes `/api/v1/...` and `/apis/<group>/<version>/...`
+//! to the verbs (get, list, watch, create, update, patch, delete, deletecollection) of
+//! every kind in the [`Registry`], with the metadata rules, subresources (`status`,
+//! `scale` and the kinds' own), content negotiation and Table output common to all
+//! kinds.
+//!
+//! Modules, one job each: [`router`] (paths to calls), [`request`] (one call's context
+//! and body decoding), [`negotiation`], [`params`], [`store`] (the generic store every
+//! write goes through), [`meta`] (metadata rules), the verbs ([`get`], [`list`],
+//! [`watch`], [`create`], [`update`], [`patch`], [`delete`]), [`scale`], [`table`],
+//! [`predicate`] (selectors), [`continue_token`] and [`objects`] (the [`Objects`] the
+//! kinds' hooks use).
+//!
+//! [`Objects`]: crate::registry::Objects
+
+pub mod continue_token;
+pub mod create;
+pub mod delete;
+pub mod get;
+pub mod list;
+pub mod meta;
+pub mod negotiation;
+pub mod object;
+pub mod objects;
+pub mod params;
+pub mod patch;
+pub mod predicate;
+pub mod request;
+pub mod router;
+pub mod scale;
+pub mod store;
+pub mod table;
+pub mod update;
+pub mod watch;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use skiff_api::schema::Schemas;
+
+use crate::config::ClusterConfig;
+use crate::registry::Registry;
+use crate::storage::Storage;
+
+pub use router::router;
+
+/// Everything the handlers share.
+pub struct State {
+    pub registry: Registry,
+    pub storage: Arc<dyn Storage>,
+    pub config: ClusterConfig,
+    /// The kinds' OpenAPI schemas with patch strategies, for strategic merge patch.
+    pub schemas: Schemas,
+    /// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK (upstream: about
+    /// a minute).
+    pub bookmark_interval: Duration,
+}
+
+impl State {
+    /// The state of a server of `registry`'s kinds on `storage`.
+    pub fn new(registry: Registry, storage: Arc<dyn Storage>, config: ClusterConfig) -> Self {
+        let schemas = patch::schemas(&registry);
+        State {
+            registry,
+            storage,
+            config,
+            schemas,
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}

@@ -25,6 +25,10 @@ impl Strategy for Endpoints {
         }
     }
 
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     /// Ports default to protocol TCP.
     fn default(&self, object: &mut EndpointsObject) {
         let ports = object
@@ -78,12 +82,7 @@ fn validate_subset(errors: &mut ErrorList, path: &Path, subset: &EndpointSubset)
     ] {
         for (i, address) in addresses.unwrap_or_default().iter().enumerate() {
             let p = path.child(field).index(i).child("ip");
-            invalid_each(
-                errors,
-                &p,
-                address.ip.as_str(),
-                names::is_valid_ip(&address.ip),
-            );
+            errors.extend(names::is_valid_ip(&p, &address.ip));
         }
     }
     let ports = subset.ports.as_deref().unwrap_or_default();
@@ -104,7 +103,7 @@ fn validate_subset(errors: &mut ErrorList, path: &Path, subset: &EndpointSubset)
             errors,
             &p.child("port"),
             port.port,
-            names::is_valid_port_num(port.port),
+            names::is_valid_port_num(i64::from(port.port)),
         );
         one_of(
             errors,

@@ -1,0 +1,176 @@
+//! LIST (upstream `handlers.ListResource` over the store's GetList): selectors,
+//! pagination with `limit` / `continue` (410 when the token's revision is compacted),
+//! `resourceVersion` / `resourceVersionMatch`, and `<Kind>List`, Table or
+//! PartialObjectMetadataList responses.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::continue_token::Continue;
+use super::negotiation::Shape;
+use super::params::Params;
+use super::predicate::Predicate;
+use super::request::Call;
+use super::store::{Store, storage_error};
+use super::table;
+use crate::error::ApiError;
+use crate::registry::ResourceInfo;
+use crate::storage::{Revision, StorageError};
+
+/// Upstream's message for a continue token whose revision was compacted.
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub items: Vec<Value>,
+    /// The revision the list was read at (the list's resourceVersion).
+    pub revision: Revision,
+    /// Where the next page starts, when more objects remain.
+    pub next: Option<Continue>,
+    /// Objects after this page (only without selectors, as upstream).
+    pub remaining: Option<i64>,
+}
+
+/// Parses a resourceVersion. Errors: 400.
+pub fn parse_revision(text: &str) -> Result<Revision, ApiError> {
+    text.parse::<Revision>()
+        .ok()
+        .filter(|rv| *rv >= 0)
+        .ok_or_else(|| ApiError::bad_request(format!("invalid resource version: {text:?}")))
+}
+
+/// The revision to read at (`None`: the latest) and the key to start after, from the
+/// `continue`, `resourceVersion` and `resourceVersionMatch` parameters.
+fn start(params: &Params, prefix: &str) -> Result<(Option<Revision>, Option<String>), ApiError> {
+    if let Some(token) = &params.continue_token {
+        if params
+            .resource_version
+            .as_deref()
+            .is_some_and(|rv| rv != "0")
+        {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        let next = Continue::decode(token, prefix)?;
+        return Ok((Some(next.revision), Some(next.last_key)));
+    }
+    match (
+        params.resource_version.as_deref(),
+        params.resource_version_match.as_deref(),
+    ) {
+        (None, Some(_)) => Err(ApiError::bad_request(
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        )),
+        (_, Some(other)) if other != "Exact" && other != "NotOlderThan" => {
+            Err(ApiError::bad_request(format!(
+                "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""
+            )))
+        }
+        (Some(rv), Some("Exact")) => Ok((Some(parse_revision(rv)?), None)),
+        (Some(rv), _) => {
+            parse_revision(rv)?;
+            Ok((None, None))
+        }
+        (None, None) => Ok((None, None)),
+    }
+}
+
+/// Reads one page of `store`'s objects in `namespace` (all namespaces when `None`) that
+/// match `predicate`, as `params` ask.
+pub async fn page(
+    store: &Store<'_>,
+    namespace: Option<&str>,
+    params: &Params,
+    predicate: &Predicate,
+) -> Result<Page, ApiError> {
+    let prefix = store.prefix(namespace);
+    let (mut revision, mut after) = start(params, &prefix)?;
+    let continuing = params.continue_token.is_some();
+    let limit = params.limit;
+    let mut items = Vec::new();
+    loop {
+        let page = store
+            .state
+            .storage
+            .list(&prefix, after.as_deref(), limit, revision)
+            .await
+            .map_err(|e| match e {
+                StorageError::Compacted { .. } if continuing => ApiError::gone(CONTINUE_EXPIRED),
+                other => storage_error(other, &store.resource(), ""),
+            })?;
+        revision = Some(page.revision);
+        let count = page.items.len();
+        for (i, kv) in page.items.iter().enumerate() {
+            after = Some(kv.key.clone());
+            let object = store.decode(kv)?;
+            if predicate.matches(store.kind, &object)? {
+                items.push(object);
+            }
+            if limit > 0 && items.len() == limit {
+                let more = i + 1 < count || page.remaining > 0;
+                let next = more.then(|| Continue {
+                    revision: page.revision,
+                    last_key: kv.key.clone(),
+                });
+                let remaining = (more && predicate.is_everything())
+                    .then(|| page.remaining + (count - i - 1) as i64);
+                return Ok(Page {
+                    items,
+                    revision: page.revision,
+                    next,
+                    remaining,
+                });
+            }
+        }
+        if limit == 0 || page.remaining == 0 || count == 0 {
+            return Ok(Page {
+                items,
+                revision: page.revision,
+                next: None,
+                remaining: None,
+            });
+        }
+    }
+}
+
+/// `{"kind": "<Kind>List", "apiVersion": ..., "metadata": ..., "items": [...]}`.
+pub fn list_object(info: &ResourceInfo, items: Vec<Value>, metadata: Value) -> Value {
+    json!({
+        "kind": format!("{}List", info.kind),
+        "apiVersion": info.api_version(),
+        "metadata": metadata,
+        "items": items,
+    })
+}
+
+/// Serves `GET .../<plural>` without `watch`.
+pub async fn serve(call: &Call) -> Result<Response, ApiError> {
+    let predicate = Predicate::new(
+        call.kind.as_ref(),
+        call.params.label_selector.as_deref(),
+        call.params.field_selector.as_deref(),
+    )?;
+    let store = call.store();
+    let page = page(&store, call.namespace(), &call.params, &predicate).await?;
+    let mut metadata = json!({ "resourceVersion": page.revision.to_string() });
+    if let Some(next) = &page.next {
+        metadata["continue"] = next.encode(&store.prefix(call.namespace())).into();
+    }
+    if let Some(remaining) = page.remaining {
+        metadata["remainingItemCount"] = remaining.into();
+    }
+    let body = match call.output.shape {
+        Shape::Object => list_object(call.kind.info(), page.items, metadata),
+        Shape::Table => table::table(
+            call.kind.as_ref(),
+            &page.items,
+            metadata,
+            call.params.include_object,
+        )?,
+        Shape::PartialObjectMetadata => table::partial_object_metadata_list(&page.items, metadata),
+    };
+    Ok(call.respond(StatusCode::OK, &body, &[]))
+}

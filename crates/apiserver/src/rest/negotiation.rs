@@ -1,0 +1,279 @@
+//! Content negotiation (upstream `k8s.io/apiserver/pkg/endpoints/handlers/negotiation`):
+//! request bodies in JSON or YAML, responses in JSON or YAML, and the `as=Table` /
+//! `as=PartialObjectMetadata` response transformations. Protobuf is not spoken: a client
+//! that also accepts JSON gets JSON, one that accepts only protobuf gets 406.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// Upstream's request body limit (`maxRequestBodyBytes`, 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Reads a request body of at most [`MAX_BODY_BYTES`]. Errors: 413
+/// `Request entity too large: limit is 3145728`.
+pub async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::too_large(format!(
+                "Request entity too large: limit is {MAX_BODY_BYTES}"
+            ))
+        })
+}
+
+/// The media type (`application/json`) of a `Content-Type` header, lower-cased, without
+/// parameters; `application/json` when absent.
+pub fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "application/json".to_owned())
+}
+
+/// Decodes an object body (`application/json` or `application/yaml`). Errors: 415 for
+/// other media types, 400 for malformed input or a body that is not an object.
+pub fn decode_object(media_type: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let value = match media_type {
+        "application/json" | "*/*" => parse_json(body)?,
+        "application/yaml" | "application/x-yaml" | "text/yaml" => parse_yaml(body)?,
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "Object 'Kind' is missing in '{}'",
+            String::from_utf8_lossy(body)
+        )));
+    }
+    Ok(value)
+}
+
+/// Parses JSON with upstream's error prefix.
+pub fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })
+}
+
+/// Parses YAML (one document) into JSON values.
+pub fn parse_yaml(body: &[u8]) -> Result<Value, ApiError> {
+    serde_yaml_ng::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}")))
+}
+
+/// How a response is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Yaml,
+}
+
+/// What the client asked the object or list to be turned into (the `as=` parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// The object or list as is.
+    Object,
+    /// `as=Table;g=meta.k8s.io;v=v1`: a meta.k8s.io/v1 Table.
+    Table,
+    /// `as=PartialObjectMetadata` / `PartialObjectMetadataList`: metadata only.
+    PartialObjectMetadata,
+}
+
+/// The negotiated response: encoding and shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Output {
+    pub format: Format,
+    pub shape: Shape,
+}
+
+impl Output {
+    /// Plain JSON.
+    pub const JSON: Output = Output {
+        format: Format::Json,
+        shape: Shape::Object,
+    };
+
+    /// Picks the first acceptable clause of the `Accept` header (JSON when absent).
+    /// Errors: 406 NotAcceptable when no clause is one Skiff can produce.
+    pub fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
+        let accept = headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect::<Vec<_>>()
+            .join(",");
+        if accept.trim().is_empty() {
+            return Ok(Output::JSON);
+        }
+        accept
+            .split(',')
+            .find_map(clause)
+            .ok_or_else(|| {
+                ApiError::new(
+                    406,
+                    "NotAcceptable",
+                    "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+                )
+            })
+    }
+
+    /// The `Content-Type` of the response.
+    pub fn content_type(&self) -> &'static str {
+        match self.format {
+            Format::Json => "application/json",
+            Format::Yaml => "application/yaml",
+        }
+    }
+
+    /// Encodes `value` with status `code` and the given `Warning` headers.
+    pub fn respond(&self, code: StatusCode, value: &Value, warnings: &[String]) -> Response {
+        let body = match self.format {
+            Format::Json => serde_json::to_vec(value).map_err(|e| e.to_string()),
+            Format::Yaml => serde_yaml_ng::to_string(value)
+                .map(String::into_bytes)
+                .map_err(|e| e.to_string()),
+        };
+        let body = match body {
+            Ok(body) => body,
+            Err(e) => return ApiError::internal(e).into_response(),
+        };
+        let mut response = (code, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(self.content_type()),
+        );
+        for warning in warnings {
+            if let Ok(value) = HeaderValue::from_str(&warning_header(warning)) {
+                headers.append(header::WARNING, value);
+            }
+        }
+        response
+    }
+}
+
+/// One `Warning` header value as upstream writes it: `299 - "text"` (Go's %q quoting).
+pub fn warning_header(text: &str) -> String {
+    format!("299 - {}", serde_json::Value::from(text))
+}
+
+/// The output one `Accept` clause asks for, if Skiff can produce it.
+fn clause(clause: &str) -> Option<Output> {
+    let mut parts = clause.split(';').map(str::trim);
+    let media_type = parts.next()?.to_ascii_lowercase();
+    let mut as_kind = None;
+    let mut group = None;
+    let mut version = None;
+    for param in parts {
+        let (key, value) = param.split_once('=')?;
+        let value = value.trim().trim_matches('"');
+        match key.trim() {
+            "as" => as_kind = Some(value),
+            "g" => group = Some(value),
+            "v" => version = Some(value),
+            _ => {}
+        }
+    }
+    let format = match media_type.as_str() {
+        "application/json" | "application/*" | "*/*" => Format::Json,
+        "application/yaml" => Format::Yaml,
+        _ => return None,
+    };
+    let shape = match as_kind {
+        None => Shape::Object,
+        Some(kind) => {
+            if group != Some("meta.k8s.io") || !matches!(version, Some("v1" | "v1beta1")) {
+                return None;
+            }
+            match kind {
+                "Table" => Shape::Table,
+                "PartialObjectMetadata" | "PartialObjectMetadataList" => {
+                    Shape::PartialObjectMetadata
+                }
+                _ => return None,
+            }
+        }
+    };
+    Some(Output { format, shape })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(value: &str) -> Result<Output, ApiError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
+        Output::negotiate(&headers)
+    }
+
+    #[test]
+    fn kubectl_get_asks_for_a_table() {
+        let out = accept("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json").unwrap();
+        assert_eq!(out.shape, Shape::Table);
+        assert_eq!(out.format, Format::Json);
+    }
+
+    #[test]
+    fn protobuf_falls_back_to_json_or_406() {
+        let out = accept("application/vnd.kubernetes.protobuf, application/json").unwrap();
+        assert_eq!(out, Output::JSON);
+        assert_eq!(
+            accept("application/vnd.kubernetes.protobuf")
+                .unwrap_err()
+                .code,
+            406
+        );
+        assert_eq!(accept("application/yaml").unwrap().format, Format::Yaml);
+        assert_eq!(accept("*/*").unwrap(), Output::JSON);
+        assert_eq!(
+            accept("application/json;as=Foo;g=meta.k8s.io;v=v1")
+                .unwrap_err()
+                .code,
+            406
+        );
+    }
+
+    #[test]
+    fn bodies_decode_from_json_and_yaml() {
+        let json = decode_object("application/json", br#"{"a":1}"#).unwrap();
+        let yaml = decode_object("application/yaml", b"a: 1\n").unwrap();
+        assert_eq!(json, yaml);
+        let err = decode_object("application/json", b"{").unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(
+            err.message
+                .starts_with("couldn't get version/kind; json parse error")
+        );
+        assert_eq!(
+            decode_object("application/vnd.kubernetes.protobuf", b"")
+                .unwrap_err()
+                .code,
+            415
+        );
+        assert_eq!(
+            decode_object("application/json", b"[1]").unwrap_err().code,
+            400
+        );
+    }
+
+    #[test]
+    fn warnings_are_quoted_as_upstream() {
+        assert_eq!(
+            warning_header(r#"unknown field "spec.foo""#),
+            r#"299 - "unknown field \"spec.foo\"""#
+        );
+    }
+}

@@ -1,0 +1,628 @@
+//! The generic store of one kind (upstream `k8s.io/apiserver/pkg/registry/generic/registry`
+//! `Store`): keys, reads, and the create, update and delete paths with the metadata rules,
+//! the kind's hooks, optimistic concurrency, finalizers and graceful deletion. The HTTP
+//! handlers and [`super::objects`] both go through it, so that every write follows the
+//! same rules.
+
+use serde_json::Value;
+use skiff_api::field::ErrorList;
+
+use super::State;
+use super::meta;
+use super::object::{self, meta_get, meta_str, meta_string, set_meta};
+use crate::error::{ApiError, GroupResource};
+use crate::registry::{Context, Kind};
+use crate::storage::{KeyValue, Revision, StorageError};
+
+/// How often a write is retried after a conflict it may retry (upstream's
+/// GuaranteedUpdate loops until done; a bound keeps a hot key from spinning forever).
+const MAX_ATTEMPTS: usize = 32;
+
+/// How often a generated name is drawn again after a collision (upstream's
+/// RetryGenerateName).
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// The finalizer of `propagationPolicy: Orphan`.
+pub const FINALIZER_ORPHAN: &str = "orphan";
+/// The finalizer of `propagationPolicy: Foreground`.
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+
+/// Which part of an object an update may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The main resource: everything but the status (for kinds with `/status`).
+    Main,
+    /// `/status`: the status only.
+    Status,
+    /// Everything as given, without the kind's update hooks or validation (upstream's
+    /// direct GuaranteedUpdate of subresources like `pods/binding`).
+    Raw,
+}
+
+/// An update's new object, built from the current one (`None` when absent).
+pub type Build<'f> = dyn FnMut(Option<&Value>) -> Result<Value, ApiError> + Send + 'f;
+
+/// `DeleteOptions` as the store uses them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    /// `Orphan`, `Foreground` or `Background`.
+    pub propagation_policy: Option<String>,
+    pub orphan_dependents: Option<bool>,
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+}
+
+/// The outcome of a delete.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Deleted {
+    /// Removed from the store; the last stored state.
+    Now(Value),
+    /// Marked for deletion (deletionTimestamp set), waiting for finalizers or the grace
+    /// period; the object as stored.
+    Pending(Value),
+}
+
+/// The store of one kind.
+pub struct Store<'a> {
+    pub state: &'a State,
+    pub kind: &'a dyn Kind,
+}
+
+impl<'a> Store<'a> {
+    pub fn new(state: &'a State, kind: &'a dyn Kind) -> Self {
+        Store { state, kind }
+    }
+
+    /// `pods`, `deployments.apps`, as errors name the kind.
+    pub fn resource(&self) -> GroupResource {
+        self.kind.info().group_resource()
+    }
+
+    /// `/registry/<storage>/<namespace>/<name>` (cluster-scoped: without namespace).
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        format!("{}{name}", self.prefix(namespace))
+    }
+
+    /// The key prefix of a namespace's objects, or of all objects when `None`.
+    pub fn prefix(&self, namespace: Option<&str>) -> String {
+        let storage = self.kind.info().storage;
+        match namespace.filter(|_| self.kind.info().namespaced) {
+            Some(ns) => format!("/registry/{storage}/{ns}/"),
+            None => format!("/registry/{storage}/"),
+        }
+    }
+
+    /// A stored value as the kind's object, with `metadata.resourceVersion`.
+    pub fn decode(&self, kv: &KeyValue) -> Result<Value, ApiError> {
+        let mut value: Value = serde_json::from_slice(&kv.value).map_err(ApiError::internal)?;
+        set_meta(
+            &mut value,
+            "resourceVersion",
+            Some(kv.mod_revision.to_string().into()),
+        );
+        self.kind.from_storage(value)
+    }
+
+    /// The stored form of an object (without `resourceVersion`).
+    fn encode(&self, object: &Value) -> Result<Vec<u8>, ApiError> {
+        let mut stored = self.kind.to_storage(object.clone())?;
+        set_meta(&mut stored, "resourceVersion", None);
+        serde_json::to_vec(&stored).map_err(ApiError::internal)
+    }
+
+    /// Maps a store error to upstream's API error for object `name`.
+    pub fn error(&self, err: StorageError, name: &str) -> ApiError {
+        storage_error(err, &self.resource(), name)
+    }
+
+    async fn read(&self, key: &str, name: &str) -> Result<Option<KeyValue>, ApiError> {
+        self.state
+            .storage
+            .get(key)
+            .await
+            .map_err(|e| self.error(e, name))
+    }
+
+    /// The object `name`. Errors: 404.
+    pub async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        match self.read(&self.key(namespace, name), name).await? {
+            Some(kv) => self.decode(&kv),
+            None => Err(ApiError::not_found(&self.resource(), name)),
+        }
+    }
+
+    fn invalid(&self, object: &Value, errors: &ErrorList) -> ApiError {
+        let info = self.kind.info();
+        ApiError::invalid(info.group, info.kind, &meta_string(object, "name"), errors)
+    }
+
+    /// Creates `object` in `namespace` (upstream Store.Create with BeforeCreate):
+    /// namespace checks, defaulting, metadata, validation (422), admission hooks, then the
+    /// write (skipped on dry run). Errors: 404 for a missing namespace, 409 when the name
+    /// is taken.
+    pub async fn create(
+        &self,
+        ctx: &Context<'_>,
+        namespace: Option<&str>,
+        mut object: Value,
+    ) -> Result<Value, ApiError> {
+        meta::set_identity(self.kind, &mut object, namespace)?;
+        if let Some(ns) = namespace.filter(|_| self.kind.info().namespaced) {
+            self.check_namespace(ns).await?;
+        }
+        self.kind.default(&mut object)?;
+        meta::prepare_create(self.kind, &mut object)?;
+        self.kind.prepare_for_create(&mut object)?;
+        let mut errors = meta::validate(&object);
+        errors.extend(self.kind.validate(&object)?);
+        if !errors.is_empty() {
+            return Err(self.invalid(&object, &errors));
+        }
+        self.kind.admit_create(ctx, &mut object).await?;
+        if ctx.dry_run {
+            return Ok(object);
+        }
+        for attempt in 1..=GENERATE_NAME_ATTEMPTS {
+            let name = meta_string(&object, "name");
+            let key = self.key(namespace, &name);
+            match self.state.storage.create(&key, self.encode(&object)?).await {
+                Ok(kv) => {
+                    set_meta(
+                        &mut object,
+                        "resourceVersion",
+                        Some(kv.mod_revision.to_string().into()),
+                    );
+                    return Ok(object);
+                }
+                Err(StorageError::AlreadyExists(_))
+                    if meta::has_generated_name(&object) && attempt < GENERATE_NAME_ATTEMPTS =>
+                {
+                    let prefix = meta_string(&object, "generateName");
+                    set_meta(
+                        &mut object,
+                        "name",
+                        Some(meta::generate_name(&prefix).into()),
+                    );
+                }
+                Err(e) => return Err(self.error(e, &name)),
+            }
+        }
+        Err(ApiError::internal("no free generated name"))
+    }
+
+    /// Upstream's NamespaceLifecycle admission: the namespace must exist and not be
+    /// terminating. Skipped when the registry serves no namespaces (tests).
+    async fn check_namespace(&self, namespace: &str) -> Result<(), ApiError> {
+        let Some(kind) = self
+            .state
+            .registry
+            .by_resource(&GroupResource::new("", "namespaces"))
+        else {
+            return Ok(());
+        };
+        let namespaces = Store::new(self.state, kind.as_ref());
+        let found = namespaces.get(None, namespace).await?;
+        let terminating =
+            found.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+        if terminating || meta_get(&found, "deletionTimestamp").is_some() {
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "unable to create new content in namespace {namespace} because it is being terminated"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Updates object `name` with the object `build` makes from the current one
+    /// (upstream Store.Update over GuaranteedUpdate). A `resourceVersion` in the new
+    /// object is a precondition (409 when stale); without one the update is unconditional
+    /// and retried on conflicts, as it is when `retry` is set (patches). A new object equal
+    /// to the stored one is not written. Returns the object and whether it was created
+    /// (PUT of a missing object, for kinds that allow it).
+    pub async fn update(
+        &self,
+        ctx: &Context<'_>,
+        namespace: Option<&str>,
+        name: &str,
+        target: Target,
+        build: &mut Build<'_>,
+        retry: bool,
+    ) -> Result<(Value, bool), ApiError> {
+        let key = self.key(namespace, name);
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(kv) = self.read(&key, name).await? else {
+                if target == Target::Main && self.kind.allow_create_on_update() {
+                    let mut object = build(None)?;
+                    if meta_str(&object, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
+                        return Err(ApiError::not_found(&self.resource(), name));
+                    }
+                    check_name(&mut object, name)?;
+                    return Ok((self.create(ctx, namespace, object).await?, true));
+                }
+                return Err(ApiError::not_found(&self.resource(), name));
+            };
+            let old = self.decode(&kv)?;
+            let mut new = build(Some(&old))?;
+            check_name(&mut new, name)?;
+            meta::set_identity(self.kind, &mut new, namespace)?;
+            let requested = meta_string(&new, "resourceVersion");
+            let current = kv.mod_revision.to_string();
+            if !requested.is_empty() && requested != current {
+                return Err(ApiError::modified(&self.resource(), name));
+            }
+            let uid = meta_string(&new, "uid");
+            let old_uid = meta_string(&old, "uid");
+            if !uid.is_empty() && uid != old_uid {
+                return Err(ApiError::conflict(
+                    &self.resource(),
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {old_uid}"
+                    ),
+                ));
+            }
+            set_meta(&mut new, "resourceVersion", Some(current.clone().into()));
+            self.apply_update_rules(target, &mut new, &old)?;
+            if target != Target::Raw {
+                self.kind.admit_update(ctx, &mut new, &old).await?;
+            }
+            if new == old {
+                return Ok((old, false));
+            }
+            if should_delete_during_update(&new, &old) {
+                if ctx.dry_run {
+                    return Ok((new, false));
+                }
+                match self.state.storage.delete(&key, Some(kv.mod_revision)).await {
+                    Ok(_) => return Ok((new, false)),
+                    Err(StorageError::Conflict { .. } | StorageError::NotFound(_)) => continue,
+                    Err(e) => return Err(self.error(e, name)),
+                }
+            }
+            if ctx.dry_run {
+                return Ok((new, false));
+            }
+            match self
+                .state
+                .storage
+                .update(&key, self.encode(&new)?, kv.mod_revision)
+                .await
+            {
+                Ok(written) => {
+                    set_meta(
+                        &mut new,
+                        "resourceVersion",
+                        Some(written.mod_revision.to_string().into()),
+                    );
+                    return Ok((new, false));
+                }
+                Err(StorageError::Conflict { .. }) if retry || requested.is_empty() => continue,
+                Err(StorageError::Conflict { .. }) => {
+                    return Err(ApiError::modified(&self.resource(), name));
+                }
+                Err(StorageError::NotFound(_)) => continue,
+                Err(e) => return Err(self.error(e, name)),
+            }
+        }
+        Err(ApiError::modified(&self.resource(), name))
+    }
+
+    /// The main resource's and `/status`'s rules (upstream BeforeUpdate, the strategy's
+    /// PrepareForUpdate and ResetObjectMetaForStatus) and validation (422).
+    fn apply_update_rules(
+        &self,
+        target: Target,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<(), ApiError> {
+        match target {
+            Target::Raw => return Ok(()),
+            Target::Main => {
+                self.kind.default(new)?;
+                if self.kind.status_subresource() {
+                    copy_status(old, new);
+                }
+                meta::prepare_update(self.kind, new, old);
+                self.kind.prepare_for_update(new, old)?;
+            }
+            Target::Status => {
+                let mut updated = old.clone();
+                copy_status(new, &mut updated);
+                set_meta(
+                    &mut updated,
+                    "resourceVersion",
+                    meta_get(new, "resourceVersion").cloned(),
+                );
+                *new = updated;
+                self.kind.default(new)?;
+            }
+        }
+        let mut errors = meta::validate(new);
+        errors.extend(meta::validate_update(new, old));
+        errors.extend(self.kind.validate_update(new, old)?);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(self.invalid(new, &errors))
+        }
+    }
+
+    /// Deletes object `name` (upstream Store.Delete with BeforeDelete): preconditions,
+    /// propagation-policy finalizers, graceful deletion; an object with finalizers or a
+    /// grace period is marked (deletionTimestamp) instead of removed.
+    pub async fn delete(
+        &self,
+        ctx: &Context<'_>,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
+        let key = self.key(namespace, name);
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(kv) = self.read(&key, name).await? else {
+                return Err(ApiError::not_found(&self.resource(), name));
+            };
+            let old = self.decode(&kv)?;
+            self.check_preconditions(&old, name, options)?;
+            self.kind.before_delete(ctx, &old).await?;
+            let marked = self.mark_for_deletion(&old, options)?;
+            let grace = meta_get(&marked, "deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if object::finalizers(&marked).is_empty() && grace == 0 {
+                if ctx.dry_run {
+                    return Ok(Deleted::Now(old));
+                }
+                match self.state.storage.delete(&key, Some(kv.mod_revision)).await {
+                    Ok(_) => return Ok(Deleted::Now(old)),
+                    Err(StorageError::Conflict { .. } | StorageError::NotFound(_)) => continue,
+                    Err(e) => return Err(self.error(e, name)),
+                }
+            }
+            if marked == old || ctx.dry_run {
+                return Ok(Deleted::Pending(marked));
+            }
+            match self
+                .state
+                .storage
+                .update(&key, self.encode(&marked)?, kv.mod_revision)
+                .await
+            {
+                Ok(written) => {
+                    let mut marked = marked;
+                    set_meta(
+                        &mut marked,
+                        "resourceVersion",
+                        Some(written.mod_revision.to_string().into()),
+                    );
+                    return Ok(Deleted::Pending(marked));
+                }
+                Err(StorageError::Conflict { .. } | StorageError::NotFound(_)) => continue,
+                Err(e) => return Err(self.error(e, name)),
+            }
+        }
+        Err(ApiError::modified(&self.resource(), name))
+    }
+
+    fn check_preconditions(
+        &self,
+        old: &Value,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<(), ApiError> {
+        let checks = [
+            ("UID", "uid", &options.uid),
+            (
+                "ResourceVersion",
+                "resourceVersion",
+                &options.resource_version,
+            ),
+        ];
+        for (label, field, wanted) in checks {
+            let Some(wanted) = wanted else { continue };
+            let found = meta_string(old, field);
+            if *wanted != found {
+                return Err(ApiError::conflict(
+                    &self.resource(),
+                    name,
+                    &format!(
+                        "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {found}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The object as a delete leaves it when it cannot go at once: finalizers of the
+    /// propagation policy, deletionTimestamp and deletionGracePeriodSeconds (shortened by a
+    /// later delete with a smaller grace period), generation + 1.
+    fn mark_for_deletion(&self, old: &Value, options: &DeleteOptions) -> Result<Value, ApiError> {
+        let mut object = old.clone();
+        let mut finalizers = object::finalizers(old);
+        propagation_finalizers(&mut finalizers, options)?;
+        object::set_finalizers(&mut object, &finalizers);
+        let requested = self
+            .kind
+            .graceful_delete(old, options.grace_period_seconds)?
+            .unwrap_or(0)
+            .max(0);
+        let now = chrono::Utc::now();
+        match meta_str(old, "deletionTimestamp") {
+            None => {
+                if requested > 0 || !finalizers.is_empty() {
+                    let at = now + chrono::Duration::seconds(requested);
+                    set_meta(
+                        &mut object,
+                        "deletionTimestamp",
+                        Some(object::timestamp(at).into()),
+                    );
+                    set_meta(
+                        &mut object,
+                        "deletionGracePeriodSeconds",
+                        Some(requested.into()),
+                    );
+                    let generation = object::generation(old);
+                    if generation > 0 {
+                        set_meta(&mut object, "generation", Some((generation + 1).into()));
+                    }
+                }
+            }
+            Some(since) => {
+                let current = meta_get(old, "deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                if requested < current {
+                    let started = chrono::DateTime::parse_from_rfc3339(since)
+                        .map(|t| t.with_timezone(&chrono::Utc) - chrono::Duration::seconds(current))
+                        .unwrap_or(now);
+                    let at = started + chrono::Duration::seconds(requested);
+                    set_meta(
+                        &mut object,
+                        "deletionTimestamp",
+                        Some(object::timestamp(at).into()),
+                    );
+                    set_meta(
+                        &mut object,
+                        "deletionGracePeriodSeconds",
+                        Some(requested.into()),
+                    );
+                }
+            }
+        }
+        Ok(object)
+    }
+}
+
+/// Whether an update that removes the last finalizer of an object being deleted deletes
+/// it (upstream `shouldDeleteDuringUpdate`).
+fn should_delete_during_update(new: &Value, old: &Value) -> bool {
+    object::finalizers(new).is_empty()
+        && !object::finalizers(old).is_empty()
+        && meta_get(new, "deletionTimestamp").is_some()
+        && meta_get(new, "deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0
+}
+
+/// Sets `metadata.name` from the URL when absent. Errors: 400 when it differs (upstream's
+/// `the name of the object (x) does not match the name on the URL (y)`).
+fn check_name(object: &mut Value, name: &str) -> Result<(), ApiError> {
+    match meta_str(object, "name").unwrap_or_default() {
+        "" => set_meta(object, "name", Some(name.into())),
+        found if found != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({found}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Copies `from.status` into `to` (removing it when `from` has none).
+fn copy_status(from: &Value, to: &mut Value) {
+    let map = object::as_map(to);
+    match from.get("status") {
+        Some(status) => {
+            map.insert("status".into(), status.clone());
+        }
+        None => {
+            map.remove("status");
+        }
+    }
+}
+
+/// Adds or removes the `orphan` and `foregroundDeletion` finalizers as the delete's
+/// propagation policy asks (upstream `deletionFinalizersForGarbageCollection`).
+/// Errors: 422-like 400 for an unknown policy or both policy and orphanDependents set.
+fn propagation_finalizers(
+    finalizers: &mut Vec<String>,
+    options: &DeleteOptions,
+) -> Result<(), ApiError> {
+    let policy = match (
+        options.propagation_policy.as_deref(),
+        options.orphan_dependents,
+    ) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "propagationPolicy: Invalid value: \"\": orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+        (Some(policy), None) => Some(policy),
+        (None, Some(true)) => Some("Orphan"),
+        (None, Some(false)) => Some("Background"),
+        (None, None) => None,
+    };
+    let (add, remove): (Option<&str>, &[&str]) = match policy {
+        None => return Ok(()),
+        Some("Orphan") => (Some(FINALIZER_ORPHAN), &[FINALIZER_FOREGROUND]),
+        Some("Foreground") => (Some(FINALIZER_FOREGROUND), &[FINALIZER_ORPHAN]),
+        Some("Background") => (None, &[FINALIZER_ORPHAN, FINALIZER_FOREGROUND]),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+            )));
+        }
+    };
+    finalizers.retain(|f| !remove.contains(&f.as_str()));
+    if let Some(add) = add {
+        if !finalizers.iter().any(|f| f == add) {
+            finalizers.push(add.to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// Upstream's mapping of storage errors (`storage/errors`), for object `name` of
+/// `resource`.
+pub fn storage_error(err: StorageError, resource: &GroupResource, name: &str) -> ApiError {
+    match err {
+        StorageError::NotFound(_) => ApiError::not_found(resource, name),
+        StorageError::AlreadyExists(_) => ApiError::already_exists(resource, name),
+        StorageError::Conflict { .. } => ApiError::modified(resource, name),
+        StorageError::Compacted {
+            requested,
+            compacted,
+        } => too_old(requested, compacted),
+        StorageError::TooLarge { size, limit } => ApiError::too_large(format!(
+            "Request entity too large: object of {size} bytes is larger than the limit of {limit} bytes"
+        )),
+        StorageError::Unavailable(why) => ApiError::unavailable(why),
+    }
+}
+
+/// 410 `too old resource version: 5 (200)`.
+pub fn too_old(requested: Revision, compacted: Revision) -> ApiError {
+    ApiError::gone(format!(
+        "too old resource version: {requested} ({compacted})"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn propagation_policies_set_gc_finalizers() {
+        let opts = |policy: &str| DeleteOptions {
+            propagation_policy: Some(policy.into()),
+            ..Default::default()
+        };
+        let mut f = vec!["a".to_owned(), FINALIZER_ORPHAN.to_owned()];
+        propagation_finalizers(&mut f, &opts("Foreground")).unwrap();
+        assert_eq!(f, ["a", FINALIZER_FOREGROUND]);
+        propagation_finalizers(&mut f, &opts("Orphan")).unwrap();
+        assert_eq!(f, ["a", FINALIZER_ORPHAN]);
+        propagation_finalizers(&mut f, &opts("Background")).unwrap();
+        assert_eq!(f, ["a"]);
+        assert!(propagation_finalizers(&mut f, &opts("Sideways")).is_err());
+    }
+}

@@ -1,0 +1,251 @@
+//! WATCH (upstream `handlers.serveWatch` over the store's Watch): newline-delimited JSON
+//! events `{"type":"ADDED","object":{...}}`, one chunk per event.
+//!
+//! Without a resourceVersion (or with `"0"`) the current objects come first as ADDED
+//! events, then the changes after the revision they were read at; with `sendInitialEvents`
+//! and bookmarks allowed a BOOKMARK annotated `k8s.io/initial-events-end` marks the end
+//! of them. With a resourceVersion N the changes after N come. Selectors apply to the old
+//! and new state (an object leaving the selection is DELETED, one entering it ADDED).
+//! A compacted N ends the stream with an ERROR event carrying a 410 Expired Status.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::list::{self, parse_revision};
+use super::negotiation::Shape;
+use super::object::meta_str;
+use super::params::Params;
+use super::predicate::Predicate;
+use super::request::Call;
+use super::store::Store;
+use super::table;
+use crate::error::ApiError;
+use crate::storage::{Event, EventType, Revision, WatchItem};
+
+/// Upstream's `--min-request-timeout`: watches without timeoutSeconds last between this
+/// and twice this.
+const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// The annotation of the bookmark that ends the initial events.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Serves `GET .../<plural>?watch=1` (and the watch of one object when the call names
+/// one). Errors before the stream starts (bad selectors, a bad resourceVersion) are
+/// answered as HTTP errors; later ones as an ERROR event.
+pub async fn serve(call: Call) -> Result<Response, ApiError> {
+    let predicate = Predicate::new(
+        call.kind.as_ref(),
+        call.params.label_selector.as_deref(),
+        call.params.field_selector.as_deref(),
+    )?;
+    let from = match call.params.resource_version.as_deref() {
+        None | Some("0") => None,
+        Some(rv) => Some(parse_revision(rv)?),
+    };
+    let timeout = match call.params.timeout_seconds {
+        Some(seconds) => Duration::from_secs(seconds),
+        None => MIN_REQUEST_TIMEOUT + MIN_REQUEST_TIMEOUT.mul_f64(rand::random::<f64>()),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let watch = Watch {
+            call: &call,
+            predicate,
+            tx: &tx,
+        };
+        if let Err(e) = watch.run(from, Instant::now() + timeout).await {
+            let _ = tx.send(event_line("ERROR", &e.status_json())).await;
+        }
+    });
+    let body =
+        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>));
+    let mut response = (StatusCode::OK, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+/// One line of the stream.
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line =
+        serde_json::to_vec(&json!({ "type": kind, "object": object })).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// A running watch.
+struct Watch<'a> {
+    call: &'a Call,
+    predicate: Predicate,
+    tx: &'a mpsc::Sender<Bytes>,
+}
+
+/// Whether the client is gone (the stream should stop).
+struct Closed;
+
+impl Watch<'_> {
+    fn store(&self) -> Store<'_> {
+        self.call.store()
+    }
+
+    /// Sends one event; `Err(Closed)` when the client went away.
+    async fn send(&self, kind: &str, object: Value) -> Result<(), Closed> {
+        let object = match (kind, self.call.output.shape) {
+            ("ADDED" | "MODIFIED" | "DELETED", Shape::Table) => table::table(
+                self.call.kind.as_ref(),
+                std::slice::from_ref(&object),
+                json!({}),
+                self.call.params.include_object,
+            )
+            .unwrap_or(object),
+            _ => object,
+        };
+        self.tx
+            .send(event_line(kind, &object))
+            .await
+            .map_err(|_| Closed)
+    }
+
+    /// A BOOKMARK object: the kind with only `metadata.resourceVersion` (and annotations).
+    fn bookmark(&self, revision: Revision, annotations: Option<Value>) -> Value {
+        let info = self.call.kind.info();
+        let mut metadata = json!({ "resourceVersion": revision.to_string() });
+        if let Some(annotations) = annotations {
+            metadata["annotations"] = annotations;
+        }
+        json!({ "kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata })
+    }
+
+    fn selects(&self, object: &Value) -> Result<bool, ApiError> {
+        if let Some(name) = &self.call.name {
+            if meta_str(object, "name") != Some(name.as_str()) {
+                return Ok(false);
+            }
+        }
+        self.predicate.matches(self.call.kind.as_ref(), object)
+    }
+
+    async fn run(&self, from: Option<Revision>, deadline: Instant) -> Result<(), ApiError> {
+        match self.stream(from, deadline).await {
+            Ok(()) | Err(Stop::Closed) => Ok(()),
+            Err(Stop::Error(e)) => Err(e),
+        }
+    }
+
+    async fn stream(&self, from: Option<Revision>, deadline: Instant) -> Result<(), Stop> {
+        let params = &self.call.params;
+        let store = self.store();
+        let namespace = self.call.namespace();
+        let initial = match from {
+            None => params.send_initial_events != Some(false),
+            Some(_) => params.send_initial_events == Some(true),
+        };
+        let mut revision = match from {
+            Some(rv) => rv,
+            None => store
+                .state
+                .storage
+                .current_revision()
+                .await
+                .map_err(|e| store.error(e, ""))?,
+        };
+        if initial {
+            let page = list::page(&store, namespace, &Params::default(), &self.predicate).await?;
+            for object in page.items {
+                if self.selects(&object)? {
+                    self.send("ADDED", object).await?;
+                }
+            }
+            revision = page.revision;
+            if params.send_initial_events == Some(true) && params.allow_watch_bookmarks {
+                let end = self.bookmark(revision, Some(json!({ INITIAL_EVENTS_END: "true" })));
+                self.send("BOOKMARK", end).await?;
+            }
+        }
+        let prefix = store.prefix(namespace);
+        let mut items = store
+            .state
+            .storage
+            .watch(&prefix, revision)
+            .await
+            .map_err(|e| store.error(e, ""))?;
+        let interval = store.state.bookmark_interval;
+        let mut last_bookmark = Instant::now();
+        loop {
+            let item = tokio::select! {
+                item = items.next() => item,
+                () = tokio::time::sleep_until(deadline) => return Ok(()),
+                () = self.tx.closed() => return Ok(()),
+            };
+            match item {
+                None => return Ok(()),
+                Some(Err(e)) => return Err(store.error(e, "").into()),
+                Some(Ok(WatchItem::Progress(revision))) => {
+                    if params.allow_watch_bookmarks && last_bookmark.elapsed() >= interval {
+                        self.send("BOOKMARK", self.bookmark(revision, None)).await?;
+                        last_bookmark = Instant::now();
+                    }
+                }
+                Some(Ok(WatchItem::Event(event))) => {
+                    if let Some((kind, object)) = self.translate(&store, &event)? {
+                        self.send(kind, object).await?;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The event a watcher with selectors sees for a change, if any.
+    fn translate(
+        &self,
+        store: &Store<'_>,
+        event: &Event,
+    ) -> Result<Option<(&'static str, Value)>, ApiError> {
+        let new = store.decode(&event.kv)?;
+        let new_selected = self.selects(&new)?;
+        let old_selected = match &event.prev {
+            Some(prev) => self.selects(&store.decode(prev)?)?,
+            None => false,
+        };
+        let kind = match event.kind {
+            EventType::Added => new_selected.then_some("ADDED"),
+            EventType::Deleted => new_selected.then_some("DELETED"),
+            EventType::Modified => match (old_selected, new_selected) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            },
+        };
+        Ok(kind.map(|kind| (kind, new)))
+    }
+}
+
+/// Why a watch stream stopped early.
+enum Stop {
+    Closed,
+    Error(ApiError),
+}
+
+impl From<Closed> for Stop {
+    fn from(_: Closed) -> Self {
+        Stop::Closed
+    }
+}
+
+impl From<ApiError> for Stop {
+    fn from(e: ApiError) -> Self {
+        Stop::Error(e)
+    }
+}

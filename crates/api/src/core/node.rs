@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 
 use crate::core::one_of;
 use crate::field::{ErrorList, FieldError, Path};
+use crate::names;
 
 /// Defaults a node: allocatable = capacity when not reported.
 pub fn default_node(node: &mut Node) {
@@ -24,13 +25,7 @@ pub fn validate_node(node: &Node) -> ErrorList {
     let spec_path = Path::new("spec");
     let cidrs_path = spec_path.child("podCIDRs");
     for (i, cidr) in spec.pod_cidrs.iter().flatten().enumerate() {
-        if !is_cidr(cidr) {
-            errors.push(FieldError::invalid(
-                &cidrs_path.index(i),
-                cidr.as_str(),
-                "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
-            ));
-        }
+        errors.extend(names::is_valid_cidr(&cidrs_path.index(i), cidr));
     }
     let taints_path = spec_path.child("taints");
     let mut seen: Vec<(&str, &str)> = Vec::new();
@@ -46,17 +41,6 @@ pub fn validate_node(node: &Node) -> ErrorList {
         seen.push(key);
     }
     errors
-}
-
-fn is_cidr(value: &str) -> bool {
-    let Some((ip, bits)) = value.split_once('/') else {
-        return false;
-    };
-    match (ip.parse::<std::net::IpAddr>(), bits.parse::<u8>()) {
-        (Ok(std::net::IpAddr::V4(_)), Ok(b)) => b <= 32,
-        (Ok(std::net::IpAddr::V6(_)), Ok(b)) => b <= 128,
-        _ => false,
-    }
 }
 
 fn validate_taint(errors: &mut ErrorList, path: &Path, taint: &Taint) {

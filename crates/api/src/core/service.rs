@@ -123,7 +123,7 @@ pub fn validate_service(service: &Service) -> ErrorList {
                 names::is_dns1123_subdomain(external_name),
             );
         }
-    } else if !cluster_ip.is_empty() && !headless && !names::is_valid_ip(&spec_path, cluster_ip).is_empty() {
+    } else if !cluster_ip.is_empty() && !headless && names::parse_ip_sloppy(cluster_ip).is_none() {
         errors.push(FieldError::invalid(
             &spec_path.child("clusterIPs").index(0),
             cluster_ip,
@@ -175,7 +175,7 @@ fn validate_port<'a>(
         errors,
         &path.child("port"),
         port.port,
-        names::is_valid_port_num(port.port.into()),
+        names::is_valid_port_num(i64::from(port.port)),
     );
     one_of(
         errors,
@@ -187,7 +187,12 @@ fn validate_port<'a>(
     let target_path = path.child("targetPort");
     match &port.target_port {
         Some(IntOrString::Int(n)) => {
-            invalid_each(errors, &target_path, *n, names::is_valid_port_num((*n).into()));
+            invalid_each(
+                errors,
+                &target_path,
+                *n,
+                names::is_valid_port_num(i64::from(*n)),
+            );
         }
         Some(IntOrString::String(s)) => {
             invalid_each(
@@ -204,7 +209,7 @@ fn validate_port<'a>(
             errors,
             &path.child("nodePort"),
             node_port,
-            names::is_valid_port_num(node_port.into()),
+            names::is_valid_port_num(i64::from(node_port)),
         );
     }
 }

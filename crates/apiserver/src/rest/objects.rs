@@ -125,4 +125,12 @@ impl Objects for ServerObjects<'_> {
             .await
             .map(|_| ())
     }
+
+    fn namespaced_resources(&self) -> Vec<GroupResource> {
+        let kinds = self.state.registry.kinds().iter().map(|k| k.info());
+        kinds
+            .filter(|info| info.namespaced)
+            .map(|info| info.group_resource())
+            .collect()
+    }
 }

@@ -205,7 +205,9 @@ impl<'a> Store<'a> {
         };
         let namespaces = Store::new(self.state, kind.as_ref());
         let found = namespaces.get(None, namespace).await?;
-        if meta_get(&found, "deletionTimestamp").is_some() {
+        let terminating =
+            found.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+        if terminating || meta_get(&found, "deletionTimestamp").is_some() {
             return Err(ApiError::new(
                 403,
                 "Forbidden",
@@ -367,6 +369,7 @@ impl<'a> Store<'a> {
             };
             let old = self.decode(&kv)?;
             self.check_preconditions(&old, name, options)?;
+            self.kind.before_delete(ctx, &old).await?;
             let marked = self.mark_for_deletion(&old, options)?;
             let grace = meta_get(&marked, "deletionGracePeriodSeconds")
                 .and_then(Value::as_i64)

@@ -232,7 +232,7 @@ fn validate_ports(errors: &mut ErrorList, path: &Path, c: &Container) {
         if port.container_port == 0 {
             errors.push(FieldError::required(&p.child("containerPort"), ""));
         } else {
-            let problems = names::is_valid_port_num(port.container_port.into());
+            let problems = names::is_valid_port_num(i64::from(port.container_port));
             invalid_each(
                 errors,
                 &p.child("containerPort"),
@@ -241,7 +241,7 @@ fn validate_ports(errors: &mut ErrorList, path: &Path, c: &Container) {
             );
         }
         if let Some(host_port) = port.host_port.filter(|p| *p != 0) {
-            let problems = names::is_valid_port_num(host_port.into());
+            let problems = names::is_valid_port_num(i64::from(host_port));
             invalid_each(errors, &p.child("hostPort"), host_port, problems);
         }
         one_of(
@@ -265,7 +265,7 @@ fn validate_env(errors: &mut ErrorList, path: &Path, env: &EnvVar) {
             errors,
             &name_path,
             env.name.as_str(),
-            names::is_env_var_name(&env.name),
+            names::is_relaxed_env_var_name(&env.name),
         );
     }
     let Some(from) = &env.value_from else {

@@ -25,6 +25,10 @@ impl Strategy for Endpoints {
         }
     }
 
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     /// Ports default to protocol TCP.
     fn default(&self, object: &mut EndpointsObject) {
         let ports = object
@@ -99,7 +103,7 @@ fn validate_subset(errors: &mut ErrorList, path: &Path, subset: &EndpointSubset)
             errors,
             &p.child("port"),
             port.port,
-            names::is_valid_port_num(port.port.into()),
+            names::is_valid_port_num(i64::from(port.port)),
         );
         one_of(
             errors,

@@ -21,6 +21,10 @@ impl Strategy for Events {
         }
     }
 
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     /// Upstream `ValidateEventCreate` (the part that applies to core/v1 events): the
     /// involved object lives in the event's namespace.
     fn validate(&self, event: &Event) -> ErrorList {

@@ -7,7 +7,7 @@
 mod config;
 mod endpoints;
 mod events;
-pub mod namespaces;
+mod namespaces;
 mod nodes;
 mod pods;
 mod policies;

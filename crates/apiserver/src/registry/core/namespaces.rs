@@ -1,5 +1,5 @@
-//! Namespaces (upstream `pkg/registry/core/namespace`) and the namespace lifecycle
-//! (upstream's NamespaceLifecycle admission plugin and namespace controller).
+//! Namespaces (upstream `pkg/registry/core/namespace`) and the namespace controller's
+//! content deletion (the REST layer refuses new content in a terminating namespace).
 //!
 //! Deleting a namespace marks it `Terminating`, deletes every namespaced object in it
 //! (pods without waiting for their grace period) and then lets the REST layer remove the
@@ -140,43 +140,6 @@ async fn delete_content(objects: &dyn Objects, namespace: &str) -> Result<(), Ap
                 _ => {}
             }
         }
-    }
-    Ok(())
-}
-
-/// Upstream NamespaceLifecycle for a create of `name` (a `resource`) in `namespace`: the
-/// namespace must exist (404) and not be terminating (403 with a `NamespaceTerminating`
-/// cause). The REST layer calls it before creating any namespaced object.
-pub async fn check_namespace_lifecycle(
-    objects: &dyn Objects,
-    resource: &GroupResource,
-    name: &str,
-    namespace: &str,
-) -> Result<(), ApiError> {
-    let value = objects.get(&namespaces(), None, namespace).await?;
-    let phase = value.pointer("/status/phase").and_then(Value::as_str);
-    if phase == Some(TERMINATING)
-        || value
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|t| !t.is_null())
-    {
-        let mut err = ApiError::forbidden(
-            resource,
-            name,
-            &format!(
-                "unable to create new content in namespace {namespace} because it is being terminated"
-            ),
-        );
-        if let Some(details) = err.details.as_mut() {
-            details.causes = Some(vec![
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
-                    reason: Some("NamespaceTerminating".to_owned()),
-                    message: Some(format!("namespace {namespace} is being terminated")),
-                    field: Some("metadata.namespace".to_owned()),
-                },
-            ]);
-        }
-        return Err(err);
     }
     Ok(())
 }

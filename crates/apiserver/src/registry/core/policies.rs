@@ -26,6 +26,10 @@ impl Strategy for LimitRanges {
         }
     }
 
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     fn default(&self, object: &mut LimitRange) {
         default_limit_range(object);
     }

@@ -1,10 +1,12 @@
 //! ServiceAccounts (upstream `pkg/registry/core/serviceaccount`).
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::ServiceAccount;
 use serde_json::{Value, json};
 
 use super::printers::{age, age_column, column, name, name_column};
-use crate::registry::{ResourceInfo, Strategy, TableColumn};
+use crate::registry::{ResourceInfo, Strategy, Subresource, TableColumn};
 
 /// The serviceaccounts kind.
 pub struct ServiceAccounts;
@@ -17,6 +19,19 @@ impl Strategy for ServiceAccounts {
             short_names: &["sa"],
             ..ResourceInfo::of::<ServiceAccount>()
         }
+    }
+
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
+    /// `token` (TokenRequest).
+    fn subresources(&self) -> Vec<Arc<dyn Subresource>> {
+        vec![crate::authn::token_request::subresource()]
     }
 
     /// NAME SECRETS AGE.

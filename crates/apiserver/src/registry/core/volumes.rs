@@ -75,6 +75,10 @@ impl Strategy for PersistentVolumes {
         true
     }
 
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     fn default(&self, object: &mut PersistentVolume) {
         default_persistent_volume(object);
     }
@@ -187,6 +191,10 @@ impl Strategy for PersistentVolumeClaims {
     }
 
     fn status_subresource(&self) -> bool {
+        true
+    }
+
+    fn return_deleted_object(&self) -> bool {
         true
     }
 

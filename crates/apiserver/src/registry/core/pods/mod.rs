@@ -43,11 +43,20 @@ impl Strategy for Pods {
         true
     }
 
+    /// Upstream ReturnDeletedObject.
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
+    /// `binding`, `eviction`, and the kubelet-proxied `log`, `exec`, `attach`,
+    /// `portforward`.
     fn subresources(&self) -> Vec<Arc<dyn Subresource>> {
-        vec![
+        let mut subresources: Vec<Arc<dyn Subresource>> = vec![
             Arc::new(binding::BindingSubresource),
             Arc::new(eviction::EvictionSubresource),
-        ]
+        ];
+        subresources.extend(crate::proxy::pod_subresources());
+        subresources
     }
 
     fn default(&self, pod: &mut Pod) {

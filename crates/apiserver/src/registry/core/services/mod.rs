@@ -38,6 +38,14 @@ impl Strategy for Services {
         true
     }
 
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     fn default(&self, service: &mut Service) {
         default_service(service);
     }

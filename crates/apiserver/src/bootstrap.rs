@@ -2,7 +2,7 @@
 //! post-start hooks): the namespaces `default`, `kube-system`, `kube-public` and
 //! `kube-node-lease`; the `kubernetes` Service in `default` (cluster IP = the first
 //! service IP, port 443 → the secure port) with its Endpoints and EndpointSlice pointing
-//! at the advertise address. Idempotent: existing namespaces and the Service are kept;
+//! at the advertise address; the system PriorityClasses. Idempotent: existing namespaces and the Service are kept;
 //! the endpoints are brought to the current address and port.
 
 use std::net::IpAddr;
@@ -14,7 +14,8 @@ use crate::error::{ApiError, GroupResource};
 use crate::registry::{Objects, Registry};
 
 /// The namespaces that always exist.
-pub const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Where the `kubernetes` service points.
 #[derive(Debug, Clone, Copy)]
@@ -32,12 +33,19 @@ pub fn system_user() -> UserInfo {
     UserInfo {
         name: "system:apiserver".to_owned(),
         uid: String::new(),
-        groups: vec!["system:masters".to_owned(), crate::authn::AUTHENTICATED.to_owned()],
+        groups: vec![
+            "system:masters".to_owned(),
+            crate::authn::AUTHENTICATED.to_owned(),
+        ],
     }
 }
 
 /// Creates what is missing, skipping kinds `registry` does not serve.
-pub async fn run(registry: &Registry, objects: &dyn Objects, endpoint: Endpoint) -> Result<(), ApiError> {
+pub async fn run(
+    registry: &Registry,
+    objects: &dyn Objects,
+    endpoint: Endpoint,
+) -> Result<(), ApiError> {
     let serves = |group: &str, resource: &str| {
         registry
             .by_resource(&GroupResource::new(group, resource))
@@ -47,6 +55,14 @@ pub async fn run(registry: &Registry, objects: &dyn Objects, endpoint: Endpoint)
         for name in SYSTEM_NAMESPACES {
             let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
             ensure(objects, "", "namespaces", None, ns).await?;
+        }
+    }
+    if serves("scheduling.k8s.io", "priorityclasses") {
+        for class in skiff_api::scheduling::system_priority_classes() {
+            let mut class = serde_json::to_value(class).map_err(ApiError::internal)?;
+            class["apiVersion"] = "scheduling.k8s.io/v1".into();
+            class["kind"] = "PriorityClass".into();
+            ensure(objects, "scheduling.k8s.io", "priorityclasses", None, class).await?;
         }
     }
     let labels = json!({"component": "apiserver", "provider": "kubernetes"});
@@ -80,7 +96,11 @@ pub async fn run(registry: &Registry, objects: &dyn Objects, endpoint: Endpoint)
         reconcile(objects, "", "endpoints", endpoints, &["subsets"]).await?;
     }
     if serves("discovery.k8s.io", "endpointslices") {
-        let address_type = if endpoint.advertise_address.is_ipv4() { "IPv4" } else { "IPv6" };
+        let address_type = if endpoint.advertise_address.is_ipv4() {
+            "IPv4"
+        } else {
+            "IPv6"
+        };
         let slice = json!({
             "apiVersion": "discovery.k8s.io/v1",
             "kind": "EndpointSlice",
@@ -93,13 +113,23 @@ pub async fn run(registry: &Registry, objects: &dyn Objects, endpoint: Endpoint)
             "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
             "ports": [{"name": "https", "port": endpoint.port, "protocol": "TCP"}],
         });
-        reconcile(objects, "discovery.k8s.io", "endpointslices", slice, &["addressType", "endpoints", "ports"]).await?;
+        reconcile(
+            objects,
+            "discovery.k8s.io",
+            "endpointslices",
+            slice,
+            &["addressType", "endpoints", "ports"],
+        )
+        .await?;
     }
     Ok(())
 }
 
 fn name_of(object: &Value) -> String {
-    object["metadata"]["name"].as_str().unwrap_or_default().to_owned()
+    object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Creates `object` unless it exists.
@@ -142,9 +172,14 @@ async fn reconcile(
                 }
                 Ok(())
             };
-            objects.update(&gr, Some("default"), &name, &mut mutate).await.map(|_| ())
+            objects
+                .update(&gr, Some("default"), &name, &mut mutate)
+                .await
+                .map(|_| ())
         }
-        Err(e) if e.code == 404 => ensure(objects, group, resource, Some("default"), object.clone()).await,
+        Err(e) if e.code == 404 => {
+            ensure(objects, group, resource, Some("default"), object.clone()).await
+        }
         Err(e) => Err(e),
     }
 }

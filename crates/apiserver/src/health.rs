@@ -139,15 +139,19 @@ pub fn router<S: Clone + Send + Sync + 'static>(health: Arc<Health>) -> Router<S
         router = router
             .route(
                 &format!("/{endpoint}"),
-                get(move |State(h): State<Arc<Health>>, RawQuery(q): RawQuery| async move {
-                    all(&h, endpoint, q.as_deref()).await
-                }),
+                get(
+                    move |State(h): State<Arc<Health>>, RawQuery(q): RawQuery| async move {
+                        all(&h, endpoint, q.as_deref()).await
+                    },
+                ),
             )
             .route(
                 &format!("/{endpoint}/{{check}}"),
-                get(move |State(h): State<Arc<Health>>, Path(check): Path<String>| async move {
-                    one(&h, endpoint, &check).await
-                }),
+                get(
+                    move |State(h): State<Arc<Health>>, Path(check): Path<String>| async move {
+                        one(&h, endpoint, &check).await
+                    },
+                ),
             );
     }
     router.with_state(health)
@@ -163,6 +167,9 @@ mod tests {
         assert!(verbose(Some("verbose=true")));
         assert!(!verbose(Some("verbose=false")));
         assert!(!verbose(None));
-        assert_eq!(excluded(Some("exclude=etcd&exclude=log&verbose")), vec!["etcd", "log"]);
+        assert_eq!(
+            excluded(Some("exclude=etcd&exclude=log&verbose")),
+            vec!["etcd", "log"]
+        );
     }
 }

@@ -339,7 +339,8 @@ fn read_pair(dir: &Path, stem: &str) -> anyhow::Result<Option<CertKey>> {
     if !(cert.exists() && key.exists()) {
         return Ok(None);
     }
-    let read = |p: &Path| std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()));
+    let read =
+        |p: &Path| std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()));
     Ok(Some(CertKey {
         cert_pem: read(&cert)?,
         key_pem: read(&key)?,
@@ -449,7 +450,10 @@ mod tests {
         assert!(want.is_subset(&parsed_names(&first.serving.cert_pem)));
         assert_eq!(
             subject(&first.admin.cert_pem),
-            (vec!["kubernetes-admin".into()], vec!["system:masters".into()])
+            (
+                vec!["kubernetes-admin".into()],
+                vec!["system:masters".into()]
+            )
         );
         for key in ["ca.key", "apiserver.key", "admin.key", "sa.key"] {
             let mode = std::fs::metadata(dir.path().join(key))
@@ -474,7 +478,11 @@ mod tests {
         let wider = names([10, 100, 0, 1]);
         let second = Pki::ensure(dir.path(), &wider).unwrap();
         assert_ne!(second.serving.cert_pem, first.serving.cert_pem);
-        assert!(parsed_names(&second.serving.cert_pem).ips.contains(&IpAddr::from([10, 100, 0, 1])));
+        assert!(
+            parsed_names(&second.serving.cert_pem)
+                .ips
+                .contains(&IpAddr::from([10, 100, 0, 1]))
+        );
         // Same CA, same client certificates.
         assert_eq!(second.ca.cert_pem, first.ca.cert_pem);
         assert_eq!(second.admin.cert_pem, first.admin.cert_pem);

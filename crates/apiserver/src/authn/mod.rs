@@ -112,7 +112,13 @@ impl Authenticator {
     }
 
     /// Whether `<resource>/<ns>/<name>` is stored with `uid` and not being deleted.
-    async fn exists(&self, resource: &str, ns: &str, name: &str, uid: &str) -> Result<bool, ApiError> {
+    async fn exists(
+        &self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<bool, ApiError> {
         let key = format!("/registry/{resource}/{ns}/{name}");
         let stored = self
             .storage
@@ -188,7 +194,12 @@ mod tests {
     impl Storage for Keys {
         async fn create(&self, key: &str, value: Vec<u8>) -> crate::storage::Result<KeyValue> {
             self.0.lock().unwrap().insert(key.to_owned(), value.clone());
-            Ok(KeyValue { key: key.to_owned(), value, create_revision: 1, mod_revision: 1 })
+            Ok(KeyValue {
+                key: key.to_owned(),
+                value,
+                create_revision: 1,
+                mod_revision: 1,
+            })
         }
         async fn get(&self, key: &str) -> crate::storage::Result<Option<KeyValue>> {
             Ok(self.0.lock().unwrap().get(key).map(|value| KeyValue {
@@ -198,16 +209,31 @@ mod tests {
                 mod_revision: 1,
             }))
         }
-        async fn list(&self, _: &str, _: Option<&str>, _: usize, _: Option<Revision>) -> crate::storage::Result<ListResult> {
+        async fn list(
+            &self,
+            _: &str,
+            _: Option<&str>,
+            _: usize,
+            _: Option<Revision>,
+        ) -> crate::storage::Result<ListResult> {
             Err(StorageError::Unavailable("not in this fake".into()))
         }
-        async fn update(&self, _: &str, _: Vec<u8>, _: Revision) -> crate::storage::Result<KeyValue> {
+        async fn update(
+            &self,
+            _: &str,
+            _: Vec<u8>,
+            _: Revision,
+        ) -> crate::storage::Result<KeyValue> {
             Err(StorageError::Unavailable("not in this fake".into()))
         }
         async fn delete(&self, _: &str, _: Option<Revision>) -> crate::storage::Result<KeyValue> {
             Err(StorageError::Unavailable("not in this fake".into()))
         }
-        async fn watch(&self, _: &str, _: Revision) -> crate::storage::Result<BoxStream<'static, crate::storage::Result<WatchItem>>> {
+        async fn watch(
+            &self,
+            _: &str,
+            _: Revision,
+        ) -> crate::storage::Result<BoxStream<'static, crate::storage::Result<WatchItem>>> {
             Err(StorageError::Unavailable("not in this fake".into()))
         }
         async fn current_revision(&self) -> crate::storage::Result<Revision> {
@@ -220,17 +246,29 @@ mod tests {
 
     fn setup() -> (Router, Arc<TokenIssuer>, Arc<Keys>) {
         let key = rcgen::KeyPair::generate().unwrap();
-        let issuer = Arc::new(TokenIssuer::new(token::DEFAULT_ISSUER, &key.serialize_pem()).unwrap());
+        let issuer =
+            Arc::new(TokenIssuer::new(token::DEFAULT_ISSUER, &key.serialize_pem()).unwrap());
         let keys = Arc::new(Keys::default());
         let auth = Arc::new(Authenticator::new(issuer.clone(), keys.clone()));
         let app = Router::new()
-            .route("/api/v1/pods", get(|axum::Extension(u): axum::Extension<UserInfo>| async move { u.name }))
-            .route("/healthz", get(|axum::Extension(u): axum::Extension<UserInfo>| async move { u.name }))
+            .route(
+                "/api/v1/pods",
+                get(|axum::Extension(u): axum::Extension<UserInfo>| async move { u.name }),
+            )
+            .route(
+                "/healthz",
+                get(|axum::Extension(u): axum::Extension<UserInfo>| async move { u.name }),
+            )
             .layer(axum::middleware::from_fn_with_state(auth, middleware));
         (app, issuer, keys)
     }
 
-    async fn call(app: &Router, path: &str, token: Option<&str>, cert: Option<UserInfo>) -> (u16, String) {
+    async fn call(
+        app: &Router,
+        path: &str,
+        token: Option<&str>,
+        cert: Option<UserInfo>,
+    ) -> (u16, String) {
         let mut req = axum::http::Request::get(path);
         if let Some(t) = token {
             req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
@@ -239,20 +277,28 @@ mod tests {
         req.extensions_mut().insert(CertificateUser(cert));
         let resp = app.clone().oneshot(req).await.unwrap();
         let code = resp.status().as_u16();
-        let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
         (code, String::from_utf8_lossy(&body).into_owned())
     }
 
     fn sa_token(issuer: &TokenIssuer, uid: &str) -> String {
         let spec = TokenSpec {
             namespace: "ns1".into(),
-            service_account: ObjectRef { name: "robot".into(), uid: uid.into() },
+            service_account: ObjectRef {
+                name: "robot".into(),
+                uid: uid.into(),
+            },
             pod: None,
             secret: None,
             audiences: Vec::new(),
             expiration_seconds: 3600,
         };
-        issuer.issue(&spec, chrono::Utc::now().timestamp()).unwrap().0
+        issuer
+            .issue(&spec, chrono::Utc::now().timestamp())
+            .unwrap()
+            .0
     }
 
     #[tokio::test]
@@ -262,14 +308,24 @@ mod tests {
         assert_eq!(code, 401);
         let status: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(status["reason"], "Unauthorized");
-        assert_eq!(call(&app, "/healthz", None, None).await, (200, ANONYMOUS.to_owned()));
+        assert_eq!(
+            call(&app, "/healthz", None, None).await,
+            (200, ANONYMOUS.to_owned())
+        );
     }
 
     #[tokio::test]
     async fn client_certificate_user() {
         let (app, _, _) = setup();
-        let admin = UserInfo { name: "kubernetes-admin".into(), uid: String::new(), groups: vec![AUTHENTICATED.into()] };
-        assert_eq!(call(&app, "/api/v1/pods", None, Some(admin)).await, (200, "kubernetes-admin".to_owned()));
+        let admin = UserInfo {
+            name: "kubernetes-admin".into(),
+            uid: String::new(),
+            groups: vec![AUTHENTICATED.into()],
+        };
+        assert_eq!(
+            call(&app, "/api/v1/pods", None, Some(admin)).await,
+            (200, "kubernetes-admin".to_owned())
+        );
     }
 
     #[tokio::test]
@@ -278,14 +334,30 @@ mod tests {
         let token = sa_token(&issuer, "uid-1");
         // No such ServiceAccount yet.
         assert_eq!(call(&app, "/api/v1/pods", Some(&token), None).await.0, 401);
-        let sa = serde_json::json!({"metadata": {"name": "robot", "namespace": "ns1", "uid": "uid-1"}});
-        keys.create("/registry/serviceaccounts/ns1/robot", serde_json::to_vec(&sa).unwrap()).await.unwrap();
+        let sa =
+            serde_json::json!({"metadata": {"name": "robot", "namespace": "ns1", "uid": "uid-1"}});
+        keys.create(
+            "/registry/serviceaccounts/ns1/robot",
+            serde_json::to_vec(&sa).unwrap(),
+        )
+        .await
+        .unwrap();
         assert_eq!(
             call(&app, "/api/v1/pods", Some(&token), None).await,
             (200, "system:serviceaccount:ns1:robot".to_owned())
         );
         // A recreated account (another uid) does not accept the old token.
-        assert_eq!(call(&app, "/api/v1/pods", Some(&sa_token(&issuer, "uid-2")), None).await.0, 401);
+        assert_eq!(
+            call(
+                &app,
+                "/api/v1/pods",
+                Some(&sa_token(&issuer, "uid-2")),
+                None
+            )
+            .await
+            .0,
+            401
+        );
         // A bad token is 401 even on public paths.
         assert_eq!(call(&app, "/healthz", Some("x.y.z"), None).await.0, 401);
     }
@@ -294,19 +366,39 @@ mod tests {
     async fn service_account_groups() {
         let (_, issuer, keys) = setup();
         let sa = serde_json::json!({"metadata": {"uid": "uid-1"}});
-        keys.create("/registry/serviceaccounts/ns1/robot", serde_json::to_vec(&sa).unwrap()).await.unwrap();
+        keys.create(
+            "/registry/serviceaccounts/ns1/robot",
+            serde_json::to_vec(&sa).unwrap(),
+        )
+        .await
+        .unwrap();
         let auth = Authenticator::new(issuer.clone(), keys);
-        let user = auth.authenticate_token(&sa_token(&issuer, "uid-1")).await.unwrap().unwrap();
+        let user = auth
+            .authenticate_token(&sa_token(&issuer, "uid-1"))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(user.uid, "uid-1");
         assert_eq!(
             user.groups,
-            vec!["system:serviceaccounts", "system:serviceaccounts:ns1", AUTHENTICATED]
+            vec![
+                "system:serviceaccounts",
+                "system:serviceaccounts:ns1",
+                AUTHENTICATED
+            ]
         );
     }
 
     #[test]
     fn public_paths() {
-        for p in ["/healthz", "/healthz/ping", "/livez", "/readyz?verbose", "/version", "/version/"] {
+        for p in [
+            "/healthz",
+            "/healthz/ping",
+            "/livez",
+            "/readyz?verbose",
+            "/version",
+            "/version/",
+        ] {
             let path = p.split('?').next().unwrap();
             assert!(is_public(path), "{p}");
         }

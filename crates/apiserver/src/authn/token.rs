@@ -125,9 +125,12 @@ impl TokenIssuer {
         let der = PrivatePkcs8KeyDer::from_pem_slice(key_pem.as_bytes())
             .map_err(|e| anyhow::anyhow!("reading the service-account key: {e}"))?;
         let rng = SystemRandom::new();
-        let key =
-            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der.secret_pkcs8_der(), &rng)
-                .map_err(|e| anyhow::anyhow!("the service-account key is not ECDSA P-256: {e}"))?;
+        let key = EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_FIXED_SIGNING,
+            der.secret_pkcs8_der(),
+            &rng,
+        )
+        .map_err(|e| anyhow::anyhow!("the service-account key is not ECDSA P-256: {e}"))?;
         let key_id = B64.encode(Sha256::digest(spki_p256(key.public_key().as_ref())));
         Ok(TokenIssuer {
             issuer: issuer.to_owned(),
@@ -329,8 +332,7 @@ mod tests {
         assert_eq!(iss.jwks()["keys"][0]["kid"], iss.key_id);
         let (token, _) = iss.issue(&spec(), 1).unwrap();
         let header: Value =
-            serde_json::from_slice(&B64.decode(token.split('.').next().unwrap()).unwrap())
-                .unwrap();
+            serde_json::from_slice(&B64.decode(token.split('.').next().unwrap()).unwrap()).unwrap();
         assert_eq!(header["kid"], iss.key_id);
     }
 
@@ -339,8 +341,14 @@ mod tests {
         let iss = issuer();
         let (token, _) = iss.issue(&spec(), 1_000_000).unwrap();
         assert_eq!(iss.verify(&token, 1_003_600 + 61), Err(TokenError::Expired));
-        assert_eq!(iss.verify(&token, 1_000_000 - 61), Err(TokenError::NotYetValid));
-        assert_eq!(issuer().verify(&token, 1_000_000), Err(TokenError::BadSignature));
+        assert_eq!(
+            iss.verify(&token, 1_000_000 - 61),
+            Err(TokenError::NotYetValid)
+        );
+        assert_eq!(
+            issuer().verify(&token, 1_000_000),
+            Err(TokenError::BadSignature)
+        );
         let other = TokenSpec {
             audiences: vec!["vault".into()],
             ..spec()

@@ -106,7 +106,11 @@ async fn bound_object(
         _ => {
             return Err(ApiError::bad_request(format!(
                 "cannot bind token to object of type {}, Kind={kind}",
-                if api_version == "v1" { "/v1" } else { api_version }
+                if api_version == "v1" {
+                    "/v1"
+                } else {
+                    api_version
+                }
             )));
         }
     };
@@ -121,7 +125,10 @@ async fn bound_object(
             "cannot bind token for serviceaccount {service_account:?} to pod running with different serviceaccount name."
         )));
     }
-    let uid = object["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+    let uid = object["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     if let Some(wanted) = reference.uid.as_deref().filter(|u| !u.is_empty())
         && wanted != uid
     {
@@ -172,9 +179,13 @@ impl Subresource for ServiceAccountToken {
                 "the server does not allow this method on the requested resource",
             ));
         }
-        let issuer = ctx.config.service_account_tokens.as_deref().ok_or_else(|| {
-            ApiError::unavailable("the API server has no service-account signing key")
-        })?;
+        let issuer = ctx
+            .config
+            .service_account_tokens
+            .as_deref()
+            .ok_or_else(|| {
+                ApiError::unavailable("the API server has no service-account signing key")
+            })?;
         let body = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
             .await
             .map_err(|e| ApiError::too_large(e.to_string()))?;
@@ -182,9 +193,8 @@ impl Subresource for ServiceAccountToken {
             .map_err(|e| ApiError::bad_request(format!("error decoding TokenRequest: {e}")))?;
         let mut spec: TokenRequestSpec = match object.get("spec") {
             None | Some(Value::Null) => TokenRequestSpec::default(),
-            Some(spec) => serde_json::from_value(spec.clone()).map_err(|e| {
-                ApiError::bad_request(format!("error decoding TokenRequest: {e}"))
-            })?,
+            Some(spec) => serde_json::from_value(spec.clone())
+                .map_err(|e| ApiError::bad_request(format!("error decoding TokenRequest: {e}")))?,
         };
         validate(&spec, name)?;
         let service_account = ctx
@@ -192,7 +202,9 @@ impl Subresource for ServiceAccountToken {
             .get(&GroupResource::new("", "serviceaccounts"), namespace, name)
             .await?;
         let (pod, secret) = bound_object(ctx, namespace, name, &spec).await?;
-        let expiration_seconds = spec.expiration_seconds.unwrap_or(DEFAULT_EXPIRATION_SECONDS);
+        let expiration_seconds = spec
+            .expiration_seconds
+            .unwrap_or(DEFAULT_EXPIRATION_SECONDS);
         if spec.audiences.is_empty() {
             spec.audiences = vec![issuer.issuer().to_owned()];
         }
@@ -261,6 +273,11 @@ mod tests {
             err.message,
             "TokenRequest \"sa\" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes"
         );
-        assert_eq!(validate(&request(Some((1 << 32) + 1)), "sa").unwrap_err().code, 422);
+        assert_eq!(
+            validate(&request(Some((1 << 32) + 1)), "sa")
+                .unwrap_err()
+                .code,
+            422
+        );
     }
 }

@@ -134,4 +134,3 @@ impl ServerCertVerifier for AnyServerCertificate {
         self.0.supported_schemes()
     }
 }
-

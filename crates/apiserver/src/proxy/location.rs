@@ -60,7 +60,10 @@ pub fn container(pod: &Pod, requested: Option<&str>) -> Result<String, ApiError>
                     names(all)
                 );
                 if !init.is_empty() {
-                    message.push_str(&format!(" or one of the init containers: [{}]", names(&init)));
+                    message.push_str(&format!(
+                        " or one of the init containers: [{}]",
+                        names(&init)
+                    ));
                 }
                 Err(ApiError::bad_request(message))
             }
@@ -126,7 +129,10 @@ mod tests {
     #[test]
     fn picks_the_container_as_upstream() {
         assert_eq!(container(&pod(&["a"], &[]), None).unwrap(), "a");
-        assert_eq!(container(&pod(&["a", "b"], &["i"]), Some("i")).unwrap(), "i");
+        assert_eq!(
+            container(&pod(&["a", "b"], &["i"]), Some("i")).unwrap(),
+            "i"
+        );
         let err = container(&pod(&["a", "b"], &[]), None).unwrap_err();
         assert_eq!(err.code, 400);
         assert_eq!(

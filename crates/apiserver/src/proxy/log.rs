@@ -8,7 +8,9 @@ use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::response::Response;
 
-use super::{kubelet_client, kubelet_error, location, method_not_allowed, query_pairs, unreachable};
+use super::{
+    kubelet_client, kubelet_error, location, method_not_allowed, query_pairs, unreachable,
+};
 use crate::error::ApiError;
 use crate::registry::{Context, Subresource};
 
@@ -34,7 +36,11 @@ fn log_query(pairs: Vec<(String, String)>) -> Result<(Option<String>, String), A
                 })?;
                 let min = if key == "tailLines" { 0 } else { 1 };
                 if n < min {
-                    let rule = if min == 0 { "must be greater than or equal to 0" } else { "must be greater than 0" };
+                    let rule = if min == 0 {
+                        "must be greater than or equal to 0"
+                    } else {
+                        "must be greater than 0"
+                    };
                     return Err(ApiError::bad_request(format!("{key}: {rule}")));
                 }
                 out.push((key, n.to_string()));
@@ -100,7 +106,10 @@ impl Subresource for PodLog {
         let backend = hyper::Request::get(path)
             .body(Body::empty())
             .map_err(ApiError::internal)?;
-        let response = client.send(&host, port, backend).await.map_err(unreachable)?;
+        let response = client
+            .send(&host, port, backend)
+            .await
+            .map_err(unreachable)?;
         if !response.status().is_success() {
             return Err(kubelet_error(response).await);
         }
@@ -127,7 +136,9 @@ mod tests {
         assert_eq!(q("limitBytes=0").unwrap_err().code, 400);
         assert_eq!(q("sinceSeconds=x").unwrap_err().code, 400);
         assert_eq!(
-            q("sinceSeconds=5&sinceTime=2024-01-01T00:00:00Z").unwrap_err().message,
+            q("sinceSeconds=5&sinceTime=2024-01-01T00:00:00Z")
+                .unwrap_err()
+                .message,
             "at most one of `sinceTime` or `sinceSeconds` may be specified"
         );
     }

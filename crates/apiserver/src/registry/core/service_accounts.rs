@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use serde_json::{Value, json};
 
 use super::printers::{age, age_column, column, name, name_column};
-use crate::registry::{ResourceInfo, Strategy, TableColumn};
+use crate::registry::{ResourceInfo, Strategy, Subresource, TableColumn};
 
 /// The serviceaccounts kind.
 pub struct ServiceAccounts;
@@ -17,6 +17,11 @@ impl Strategy for ServiceAccounts {
             short_names: &["sa"],
             ..ResourceInfo::of::<ServiceAccount>()
         }
+    }
+
+    /// `token` (TokenRequest).
+    fn subresources(&self) -> Vec<std::sync::Arc<dyn Subresource>> {
+        vec![crate::authn::token_request::subresource()]
     }
 
     /// NAME SECRETS AGE.

@@ -44,10 +44,13 @@ impl Strategy for Pods {
     }
 
     fn subresources(&self) -> Vec<Arc<dyn Subresource>> {
-        vec![
+        let mut subresources: Vec<Arc<dyn Subresource>> = vec![
             Arc::new(binding::BindingSubresource),
             Arc::new(eviction::EvictionSubresource),
-        ]
+        ];
+        // log, exec, attach, portforward: proxied to the pod's kubelet.
+        subresources.extend(crate::proxy::pod_subresources());
+        subresources
     }
 
     fn default(&self, pod: &mut Pod) {

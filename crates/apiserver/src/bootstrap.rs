@@ -2,7 +2,7 @@
 //! post-start hooks): the namespaces `default`, `kube-system`, `kube-public` and
 //! `kube-node-lease`; the `kubernetes` Service in `default` (cluster IP = the first
 //! service IP, port 443 → the secure port) with its Endpoints and EndpointSlice pointing
-//! at the advertise address. Idempotent: existing namespaces and the Service are kept;
+//! at the advertise address; the system PriorityClasses. Idempotent: existing namespaces and the Service are kept;
 //! the endpoints are brought to the current address and port.
 
 use std::net::IpAddr;
@@ -55,6 +55,14 @@ pub async fn run(
         for name in SYSTEM_NAMESPACES {
             let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
             ensure(objects, "", "namespaces", None, ns).await?;
+        }
+    }
+    if serves("scheduling.k8s.io", "priorityclasses") {
+        for class in skiff_api::scheduling::system_priority_classes() {
+            let mut class = serde_json::to_value(class).map_err(ApiError::internal)?;
+            class["apiVersion"] = "scheduling.k8s.io/v1".into();
+            class["kind"] = "PriorityClass".into();
+            ensure(objects, "scheduling.k8s.io", "priorityclasses", None, class).await?;
         }
     }
     let labels = json!({"component": "apiserver", "provider": "kubernetes"});

@@ -22,6 +22,7 @@ pub mod pki;
 pub mod proxy;
 pub mod registry;
 pub mod rest;
+pub mod server;
 pub mod storage;
 
 pub use error::ApiError;

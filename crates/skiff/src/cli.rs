@@ -23,6 +23,8 @@ pub enum Command {
     Kubelet(Box<KubeletArgs>),
     /// The CRI runtime alone, serving CRI v1 on `<state>/skiff.sock`.
     Runtime(RuntimeArgs),
+    /// The Kubernetes API server (SQLite or etcd store, HTTPS on --secure-port).
+    Apiserver(ApiserverArgs),
     /// Image store tools (`skiff image import FILE|DIR`).
     Image(crate::image::ImageArgs),
     /// Benchmarks.
@@ -175,6 +177,53 @@ fn eviction_thresholds(s: &str) -> Result<BTreeMap<String, String>, String> {
     kubelet_configuration::parse_eviction_thresholds(s)
 }
 
+/// `skiff apiserver` flags (upstream kube-apiserver's names and defaults).
+#[derive(Debug, Args)]
+pub struct ApiserverArgs {
+    /// State directory: the SQLite store, `pki/` and `admin.kubeconfig`.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/skiff/server")]
+    pub data_dir: PathBuf,
+    /// HTTPS port.
+    #[arg(long, value_name = "PORT", default_value_t = 6443)]
+    pub secure_port: u16,
+    /// Address the HTTPS port listens on.
+    #[arg(long, value_name = "IP", default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// etcd v3 endpoints, comma-separated (`http://127.0.0.1:2379`); the store is SQLite
+    /// in --data-dir when not given.
+    #[arg(long, value_name = "URLS", value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+    /// Cluster IPs of Services; the first one is the `kubernetes` service's.
+    #[arg(long, value_name = "CIDR", default_value = "10.96.0.0/12")]
+    pub service_cluster_ip_range: ipnet::IpNet,
+    /// Port range of NodePort services, `FIRST-LAST`.
+    #[arg(long, value_name = "RANGE", default_value = "30000-32767", value_parser = port_range)]
+    pub service_node_port_range: std::ops::RangeInclusive<u16>,
+    /// Address of the `kubernetes` service's endpoints [default: the host's first
+    /// non-loopback address].
+    #[arg(long, value_name = "IP")]
+    pub advertise_address: Option<IpAddr>,
+}
+
+/// `30000-32767` (upstream also takes `30000+2767`).
+fn port_range(s: &str) -> Result<std::ops::RangeInclusive<u16>, String> {
+    let bad = || format!("invalid port range {s:?}: want FIRST-LAST");
+    let (first, last) = if let Some((a, b)) = s.split_once('-') {
+        let first: u16 = a.trim().parse().map_err(|_| bad())?;
+        (first, b.trim().parse::<u16>().map_err(|_| bad())?)
+    } else if let Some((a, b)) = s.split_once('+') {
+        let first: u16 = a.trim().parse().map_err(|_| bad())?;
+        let size: u16 = b.trim().parse().map_err(|_| bad())?;
+        (first, first.checked_add(size).ok_or_else(bad)?)
+    } else {
+        return Err(bad());
+    };
+    if first > last {
+        return Err(bad());
+    }
+    Ok(first..=last)
+}
+
 /// `skiff runtime` flags. The configuration file gives everything; a flag overrides it
 /// only when given, and what neither sets keeps the built-in default.
 #[derive(Debug, Args)]
@@ -208,4 +257,30 @@ pub struct NetworkArgs {
     /// Pod CIDR for the default CNI configuration [default: 10.88.0.0/16].
     #[arg(long, value_name = "CIDR")]
     pub pod_cidr: Option<ipnet::IpNet>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_node_port_ranges() {
+        assert_eq!(port_range("30000-32767"), Ok(30000..=32767));
+        assert_eq!(port_range("30000+2767"), Ok(30000..=32767));
+        assert!(port_range("32767-30000").is_err());
+        assert!(port_range("30000").is_err());
+        assert!(port_range("a-b").is_err());
+    }
+
+    #[test]
+    fn apiserver_defaults_are_upstream() {
+        let cli = Cli::try_parse_from(["skiff", "apiserver"]).unwrap();
+        let Command::Apiserver(args) = cli.command else {
+            panic!("not apiserver");
+        };
+        assert_eq!(args.secure_port, 6443);
+        assert_eq!(args.data_dir, PathBuf::from("/var/lib/skiff/server"));
+        assert_eq!(args.service_cluster_ip_range.to_string(), "10.96.0.0/12");
+        assert!(args.etcd_servers.is_empty());
+    }
 }

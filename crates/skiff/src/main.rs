@@ -1,6 +1,7 @@
 //! `skiff`: Kubernetes in one binary. This crate is CLI wiring only; every role lives in its
 //! own crate (see ARCHITECTURE.md).
 
+mod apiserver;
 mod bench;
 mod cli;
 mod image;
@@ -49,6 +50,7 @@ async fn run(command: cli::Command) -> anyhow::Result<()> {
     match command {
         cli::Command::Kubelet(args) => kubelet::run(*args).await,
         cli::Command::Runtime(args) => runtime::run(args).await,
+        cli::Command::Apiserver(args) => apiserver::run(args).await,
         cli::Command::Image(args) => image::run(args).await,
         cli::Command::Bench(cli::BenchCommand::Cri(args)) => bench::cri(args).await,
     }

@@ -44,8 +44,8 @@ mod sys;
 mod tls_tunnel;
 mod token;
 
-pub use etcd::Etcd;
 pub use apiserver::{ApiServer, ApiServerOptions, Backend};
+pub use etcd::Etcd;
 pub use file_server::FileServer;
 pub use image::{
     ArchiveFile, Compression, Image, ImageBuilder, ImageOptions, Layer, MediaTypes, Platform,

@@ -11,8 +11,8 @@ use x509_parser::pem::Pem;
 use x509_parser::prelude::{FromDer, X509CertificationRequest};
 
 use crate::field::{ErrorList, FieldError, Path};
-use crate::validation::json;
 use crate::names;
+use crate::validation::json;
 
 /// The signer name v1 refuses for new requests.
 pub const LEGACY_UNKNOWN_SIGNER: &str = "kubernetes.io/legacy-unknown";

@@ -8,8 +8,8 @@ use std::net::IpAddr;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
 
 use crate::field::{ErrorList, ErrorType, FieldError, Path};
-use crate::validation::immutable;
 use crate::names;
+use crate::validation::immutable;
 
 const ADDRESS_TYPES: &[&str] = &["FQDN", "IPv4", "IPv6"];
 const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];

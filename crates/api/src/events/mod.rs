@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
 
 use crate::field::{ErrorList, FieldError, Path};
-use crate::validation::{immutable, json};
 use crate::names;
+use crate::validation::{immutable, json};
 
 /// The API a request came through: core/v1 keeps the legacy rules, events.k8s.io/v1 adds
 /// the strict ones.

@@ -4,8 +4,8 @@
 use k8s_openapi::api::node::v1::RuntimeClass;
 
 use crate::field::{ErrorList, FieldError, Path};
-use crate::validation::immutable;
 use crate::names;
+use crate::validation::immutable;
 
 /// The handler is a DNS label (the CRI runtime handler name).
 pub fn validate(runtime_class: &RuntimeClass) -> ErrorList {

@@ -4,8 +4,8 @@
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 
 use crate::field::{ErrorList, FieldError, Path};
-use crate::validation::{int_or_percent, json, nonnegative_opt, not_more_than_100_percent};
 use crate::meta;
+use crate::validation::{int_or_percent, json, nonnegative_opt, not_more_than_100_percent};
 
 /// minAvailable xor maxUnavailable, each an int or percent up to 100%; a valid selector; a
 /// known unhealthyPodEvictionPolicy.

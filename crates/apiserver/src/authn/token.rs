@@ -219,7 +219,7 @@ impl TokenIssuer {
         if now + LEEWAY_SECONDS < claims.nbf {
             return Err(TokenError::NotYetValid);
         }
-        if !claims.aud.iter().any(|a| *a == self.issuer) {
+        if !claims.aud.contains(&self.issuer) {
             return Err(TokenError::WrongAudience(claims.aud));
         }
         Ok(claims)

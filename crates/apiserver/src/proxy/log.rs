@@ -25,11 +25,10 @@ fn log_query(pairs: Vec<(String, String)>) -> Result<(Option<String>, String), A
     for (key, value) in pairs {
         match key.as_str() {
             "container" => container = Some(value),
-            "follow" | "previous" | "timestamps" => {
-                if value != "false" {
-                    out.push((key, "true".to_owned()));
-                }
+            "follow" | "previous" | "timestamps" if value != "false" => {
+                out.push((key, "true".to_owned()));
             }
+            "follow" | "previous" | "timestamps" => {}
             "sinceSeconds" | "tailLines" | "limitBytes" => {
                 let n: i64 = value.parse().map_err(|_| {
                     ApiError::bad_request(format!("invalid value {value:?} for {key}"))

@@ -192,12 +192,12 @@ impl<S: Strategy> Kind for Adapter<S> {
             .graceful_delete(&self.typed(object)?, requested))
     }
 
-    fn to_storage(&self, object: Value) -> Result<Value, ApiError> {
-        self.strategy.to_storage(object)
+    fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError> {
+        self.strategy.encode_for_storage(object)
     }
 
-    fn from_storage(&self, stored: Value) -> Result<Value, ApiError> {
-        self.strategy.from_storage(stored)
+    fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError> {
+        self.strategy.decode_from_storage(stored)
     }
 
     fn schema_name(&self) -> String {

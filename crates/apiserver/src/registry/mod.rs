@@ -344,12 +344,12 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// The stored form of an object of this kind, when the kind shares storage with another
     /// (events.k8s.io/v1 Events are stored as core/v1 Events, as upstream). Default: as is.
-    fn to_storage(&self, object: Value) -> Result<Value, ApiError> {
+    fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError> {
         Ok(object)
     }
 
-    /// The inverse of [`Strategy::to_storage`]. Default: as is.
-    fn from_storage(&self, stored: Value) -> Result<Value, ApiError> {
+    /// The inverse of [`Strategy::encode_for_storage`]. Default: as is.
+    fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError> {
         Ok(stored)
     }
 
@@ -398,8 +398,8 @@ pub trait Kind: Send + Sync {
         object: &Value,
         requested: Option<i64>,
     ) -> Result<Option<i64>, ApiError>;
-    fn to_storage(&self, object: Value) -> Result<Value, ApiError>;
-    fn from_storage(&self, stored: Value) -> Result<Value, ApiError>;
+    fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError>;
+    fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError>;
     /// The OpenAPI name of the type, `io.k8s.api.core.v1.Pod`.
     fn schema_name(&self) -> String;
     /// The type's JSON schema; referenced types are added to `generator`'s definitions.

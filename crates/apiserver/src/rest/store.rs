@@ -103,12 +103,12 @@ impl<'a> Store<'a> {
             "resourceVersion",
             Some(kv.mod_revision.to_string().into()),
         );
-        self.kind.from_storage(value)
+        self.kind.decode_from_storage(value)
     }
 
     /// The stored form of an object (without `resourceVersion`).
     fn encode(&self, object: &Value) -> Result<Vec<u8>, ApiError> {
-        let mut stored = self.kind.to_storage(object.clone())?;
+        let mut stored = self.kind.encode_for_storage(object.clone())?;
         set_meta(&mut stored, "resourceVersion", None);
         serde_json::to_vec(&stored).map_err(ApiError::internal)
     }

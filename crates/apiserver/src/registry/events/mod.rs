@@ -57,11 +57,11 @@ impl Strategy for Events {
         events::selectable_fields(&events::to_core(object.clone()))
     }
 
-    fn to_storage(&self, object: Value) -> Result<Value, ApiError> {
+    fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError> {
         encode(&events::to_core(decode::<Event>(object)?))
     }
 
-    fn from_storage(&self, stored: Value) -> Result<Value, ApiError> {
+    fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError> {
         encode(&events::from_core(decode::<core::Event>(stored)?))
     }
 }
@@ -83,12 +83,12 @@ mod tests {
             "reason": "Pulled",
             "reportingController": "kubelet",
         });
-        let stored = Events.to_storage(event.clone()).unwrap();
+        let stored = Events.encode_for_storage(event.clone()).unwrap();
         assert_eq!(stored["apiVersion"], "v1");
         assert_eq!(stored["involvedObject"]["name"], "web");
         assert_eq!(stored["message"], "pulled");
         assert_eq!(stored["reportingComponent"], "kubelet");
-        assert_eq!(Events.from_storage(stored).unwrap(), event);
+        assert_eq!(Events.decode_from_storage(stored).unwrap(), event);
         assert_eq!(Events.info().storage, "events");
     }
 }

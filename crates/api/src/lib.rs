@@ -31,5 +31,3 @@ pub mod events;
 pub mod node;
 pub mod policy;
 pub mod scheduling;
-
-mod pending;

@@ -163,7 +163,7 @@ mod tests {
         serde_json::from_value(json!({
             "spec": {
                 "selector": {"matchLabels": {"app": "agent"}},
-                "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": []}},
+                "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
             },
         }))
         .unwrap()

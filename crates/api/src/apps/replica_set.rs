@@ -124,7 +124,7 @@ mod tests {
                 "selector": {"matchLabels": {"app": "web"}},
                 "template": {
                     "metadata": {"labels": {"app": "web"}},
-                    "spec": {"restartPolicy": "Never", "activeDeadlineSeconds": 5, "containers": []},
+                    "spec": {"restartPolicy": "Never", "activeDeadlineSeconds": 5, "containers": [{"name": "c", "image": "nginx"}]},
                 },
             },
         }))

@@ -244,7 +244,7 @@ mod tests {
             "spec": {
                 "serviceName": "db",
                 "selector": {"matchLabels": {"app": "db"}},
-                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": []}},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
             },
         }))
         .unwrap()

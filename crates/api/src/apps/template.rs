@@ -4,12 +4,13 @@
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use crate::core::pod;
 use crate::field::{ErrorList, FieldError, Path};
-use crate::{pending, validation};
+use crate::validation;
 
 /// Pod spec defaults for a workload's template.
 pub(crate) fn default(template: &mut PodTemplateSpec) {
-    pending::default_pod_spec(template.spec.get_or_insert_with(Default::default));
+    pod::default_pod_spec(template.spec.get_or_insert_with(Default::default));
 }
 
 /// Selector (required or not, see [`validation::workload_selector`]) against the template's labels, the pod template itself, `restartPolicy: Always`
@@ -33,10 +34,7 @@ pub(crate) fn validate(
         &spec_path.child("selector"),
         &template_path,
     );
-    errors.extend(pending::validate_pod_template_spec(
-        template,
-        &template_path,
-    ));
+    errors.extend(pod::validate_pod_template_spec(template, &template_path));
     let spec = template.spec.as_ref();
     let restart_policy = spec.and_then(|s| s.restart_policy.as_deref()).unwrap_or("");
     let pod_path = template_path.child("spec");

@@ -2,8 +2,8 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec};
 
+use crate::core::pod;
 use crate::field::{ErrorList, FieldError, Path};
-use crate::pending;
 use crate::validation::{json, nonnegative_opt};
 
 use super::{cron, job};
@@ -22,7 +22,7 @@ pub fn default(cron_job: &mut CronJob) {
     spec.successful_jobs_history_limit.get_or_insert(3);
     spec.failed_jobs_history_limit.get_or_insert(1);
     let job_spec = spec.job_template.spec.get_or_insert_with(Default::default);
-    pending::default_pod_spec(job_spec.template.spec.get_or_insert_with(Default::default));
+    pod::default_pod_spec(job_spec.template.spec.get_or_insert_with(Default::default));
 }
 
 /// `ValidateCronJobCreate` (metadata excepted but the 52-character name limit).

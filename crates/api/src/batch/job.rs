@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::{Job, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use crate::core::pod;
 use crate::field::{ErrorList, FieldError, Path};
 use crate::selector::LabelSelector as Selector;
 use crate::validation::{immutable, json, nonnegative_opt};
-use crate::{meta, pending, validation};
+use crate::{meta, validation};
 
 /// The label every pod of a job carries, selected by the generated selector.
 pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
@@ -75,7 +76,7 @@ fn default_spec(spec: &mut JobSpec) {
         };
         spec.pod_replacement_policy = Some(policy.to_owned());
     }
-    pending::default_pod_spec(spec.template.spec.get_or_insert_with(Default::default));
+    pod::default_pod_spec(spec.template.spec.get_or_insert_with(Default::default));
 }
 
 /// Unless `spec.manualSelector`, labels the pod template with the job's name and uid and
@@ -245,7 +246,7 @@ pub fn validate_spec_fields(spec: &JobSpec, path: &Path) -> ErrorList {
         }
     }
     let template_path = path.child("template");
-    errors.extend(pending::validate_pod_template_spec(
+    errors.extend(pod::validate_pod_template_spec(
         &spec.template,
         &template_path,
     ));

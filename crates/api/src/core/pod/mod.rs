@@ -4,8 +4,10 @@
 pub mod defaults;
 mod probe;
 pub mod qos;
+pub mod template;
 pub mod validation;
 mod volumes;
 
 pub use defaults::{default_image_pull_policy, default_pod, default_pod_spec};
+pub use template::validate_pod_template_spec;
 pub use validation::{validate_pod, validate_pod_spec, validate_pod_update};

@@ -271,7 +271,7 @@ mod tests {
         assert_eq!(err.code, 422);
         assert_eq!(
             err.message,
-            "TokenRequest \"sa\" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes"
+            "TokenRequest.authentication.k8s.io \"sa\" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes"
         );
         assert_eq!(
             validate(&request(Some((1 << 32) + 1)), "sa")

@@ -28,11 +28,12 @@ use tower::ServiceExt;
 use crate::authn::{self, Authenticator, CertificateUser, TokenIssuer};
 use crate::config::{ServerConfig, first_service_ip};
 use crate::health::{self, Health};
-use crate::pki::{Pki, ServingNames, host_addresses};
 use crate::proxy::KubeletClient;
 use crate::registry::Registry;
 use crate::storage::{self, Storage};
-use crate::{bootstrap, discovery, kubeconfig, openapi, rest};
+use crate::{bootstrap, discovery, openapi, rest};
+use skiff_bootstrap::kubeconfig;
+use skiff_bootstrap::pki::{Pki, ServingNames, host_addresses};
 
 /// The admin kubeconfig's file name in the data directory.
 pub const ADMIN_KUBECONFIG: &str = "admin.kubeconfig";

@@ -1,23 +1,21 @@
 //! A running `skiff apiserver` on a free loopback port, with a temporary data directory,
 //! on SQLite or on an etcd, for end-to-end tests of the Kubernetes API.
 
-use std::fs::OpenOptions;
 use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tempfile::TempDir;
 
-use crate::{spawn, sys};
+use crate::daemon::Daemon;
+use crate::sys;
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(100);
 const STOP_GRACE: Duration = Duration::from_secs(10);
 const START_ATTEMPTS: usize = 3;
-const LOG_TAIL_LINES: usize = 60;
 /// Where the machine's kubectl builds live, one per minor version (`kubectl.1.27` to
 /// `kubectl.1.33`).
 const KUBECTL_DIR: &str = "/usr/lib/google-cloud-sdk/bin";
@@ -79,7 +77,7 @@ impl ApiServerOptions {
 pub struct ApiServer {
     opts: ApiServerOptions,
     port: u16,
-    child: Option<Child>,
+    daemon: Option<Daemon>,
     dir: TempDir,
 }
 
@@ -100,7 +98,7 @@ impl ApiServer {
             let mut server = ApiServer {
                 opts: opts.clone(),
                 port: sys::free_port()?,
-                child: None,
+                daemon: None,
                 dir,
             };
             match server.spawn() {
@@ -139,19 +137,17 @@ impl ApiServer {
 
     /// The PID of the running server, if any.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.daemon.as_ref().map(Daemon::pid)
     }
 
     /// The server's whole log (lossy UTF-8; empty if unreadable).
     pub fn log(&self) -> String {
-        std::fs::read(self.log_path())
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
+        sys::read_lossy(&self.log_path())
     }
 
     /// The last 60 lines of the server's log, for failure messages.
     pub fn log_tail(&self) -> String {
-        sys::tail(&self.log_path(), LOG_TAIL_LINES)
+        sys::tail(&self.log_path(), sys::LOG_TAIL_LINES)
     }
 
     /// A kube-rs client for the server, authenticated by the admin kubeconfig.
@@ -191,18 +187,17 @@ impl ApiServer {
 
     /// Kills the server with SIGKILL and reaps it.
     pub fn kill9(&mut self) -> anyhow::Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill()?;
-            child.wait()?;
+        match self.daemon.take() {
+            Some(daemon) => Ok(daemon.kill9()?),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Stops the server with SIGTERM (SIGKILL after 10 s) and returns its exit status
     /// (`None` if it was not running).
     pub fn stop(&mut self) -> anyhow::Result<Option<ExitStatus>> {
-        match self.child.take() {
-            Some(mut child) => Ok(Some(sys::terminate(&mut child, STOP_GRACE)?)),
+        match self.daemon.take() {
+            Some(daemon) => Ok(Some(daemon.stop(STOP_GRACE)?)),
             None => Ok(None),
         }
     }
@@ -218,11 +213,9 @@ impl ApiServer {
         self.dir.path().join("apiserver.log")
     }
 
+    /// Spawns the server and waits (every 50 ms, up to 60 s) for the kubeconfig, then for
+    /// `GET /readyz` answering 200.
     fn spawn(&mut self) -> anyhow::Result<()> {
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())?;
         let mut cmd = Command::new(&self.opts.skiff_bin);
         cmd.arg("apiserver")
             .arg("--data-dir")
@@ -234,47 +227,24 @@ impl ApiServer {
         if let Backend::Etcd(servers) = &self.opts.backend {
             cmd.arg("--etcd-servers").arg(servers);
         }
-        cmd.args(&self.opts.extra_args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        let child = spawn::spawn_tied(cmd)
-            .with_context(|| format!("spawning {} apiserver", self.opts.skiff_bin.display()))?;
-        self.child = Some(child);
-        self.wait_ready()
-    }
-
-    /// Polls (every 100 ms) for the kubeconfig, then for `GET /readyz` answering 200.
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        let mut last = String::from("no admin.kubeconfig yet");
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Some(status) = child.try_wait()?
-            {
-                self.child = None;
-                bail!(
-                    "skiff apiserver exited with {status} before it was ready; log (tail):\n{}",
-                    self.log_tail()
-                );
+        cmd.args(&self.opts.extra_args).env("RUST_LOG", "info");
+        let kubeconfig = self.kubeconfig();
+        let ready = || {
+            if !kubeconfig.exists() {
+                bail!("no admin.kubeconfig yet");
             }
-            if self.kubeconfig().exists() {
-                let kubeconfig = self.kubeconfig();
-                match block_on(async move { readyz(&kubeconfig).await }) {
-                    Ok(()) => return Ok(()),
-                    Err(e) => last = format!("{e:#}"),
-                }
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "skiff apiserver on port {} not ready after {READY_TIMEOUT:?} ({last}); log (tail):\n{}",
-                    self.port,
-                    self.log_tail()
-                );
-            }
-            std::thread::sleep(POLL);
-        }
+            let kubeconfig = kubeconfig.clone();
+            block_on(async move { readyz(&kubeconfig).await })
+        };
+        let name = format!("skiff apiserver on port {}", self.port);
+        self.daemon = Some(Daemon::start(
+            name,
+            cmd,
+            &self.log_path(),
+            READY_TIMEOUT,
+            ready,
+        )?);
+        Ok(())
     }
 }
 

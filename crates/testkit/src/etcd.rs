@@ -1,14 +1,13 @@
 //! A private etcd: Debian's `etcd` (etcd-server, 3.4) for the etcd backend's tests.
 
-use std::fs::File;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tempfile::TempDir;
 
-use crate::{spawn, sys};
+use crate::daemon::Daemon;
+use crate::sys;
 
 const ETCD_BIN: &str = "/usr/bin/etcd";
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -18,9 +17,8 @@ const START_ATTEMPTS: usize = 3;
 /// temporary directory. Dropping it kills the process and removes the directory; the
 /// process also gets SIGKILL if the test process dies first.
 pub struct Etcd {
-    child: Child,
+    _daemon: Daemon,
     endpoint: String,
-    log_path: PathBuf,
     _dir: TempDir,
 }
 
@@ -53,8 +51,6 @@ impl Etcd {
             .context("creating the etcd directory")?;
         let endpoint = format!("http://127.0.0.1:{}", sys::free_port()?);
         let peer = format!("http://127.0.0.1:{}", sys::free_port()?);
-        let log_path = dir.path().join("etcd.log");
-        let log = File::create(&log_path)?;
         let mut cmd = Command::new(ETCD_BIN);
         cmd.arg("--name=skiff-test")
             .arg(format!("--data-dir={}", dir.path().join("data").display()))
@@ -64,57 +60,29 @@ impl Etcd {
             .arg(format!("--initial-advertise-peer-urls={peer}"))
             .arg(format!("--initial-cluster=skiff-test={peer}"))
             .arg("--logger=zap")
-            .arg("--log-outputs=stderr")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        let child = spawn::spawn_tied(cmd).with_context(|| format!("spawning {ETCD_BIN}"))?;
-        let mut etcd = Etcd {
-            child,
-            endpoint,
-            log_path,
-            _dir: dir,
-        };
-        etcd.wait_ready()?;
-        Ok(etcd)
-    }
-
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + READY_TIMEOUT;
+            .arg("--log-outputs=stderr");
         let agent = sys::http_agent();
-        let url = format!("{}/health", self.endpoint);
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                bail!(
-                    "etcd exited with {status} before serving on {}; log:\n{}",
-                    self.endpoint,
-                    sys::tail(&self.log_path, 30)
-                );
+        let url = format!("{endpoint}/health");
+        let healthy = || {
+            let mut response = agent.get(&url).call()?;
+            let body = response.body_mut().read_to_string()?;
+            if response.status() != 200 || !body.contains("\"health\":\"true\"") {
+                bail!("GET /health answered {}: {body}", response.status());
             }
-            if let Ok(mut response) = agent.get(&url).call()
-                && response.status() == 200
-                && response
-                    .body_mut()
-                    .read_to_string()
-                    .is_ok_and(|body| body.contains("\"health\":\"true\""))
-            {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "etcd on {} not ready after {READY_TIMEOUT:?}; log:\n{}",
-                    self.endpoint,
-                    sys::tail(&self.log_path, 30)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+            Ok(())
+        };
+        let daemon = Daemon::start(
+            format!("etcd on {endpoint}"),
+            cmd,
+            &dir.path().join("etcd.log"),
+            READY_TIMEOUT,
+            healthy,
+        )
+        .with_context(|| format!("starting {ETCD_BIN}"))?;
+        Ok(Etcd {
+            _daemon: daemon,
+            endpoint,
+            _dir: dir,
+        })
     }
 }

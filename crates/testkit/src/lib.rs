@@ -31,6 +31,7 @@
 
 pub mod apiserver;
 pub mod cri;
+mod daemon;
 mod etcd;
 mod file_server;
 mod image;

@@ -1,18 +1,18 @@
 //! A local OCI registry: Debian's `docker-registry` (CNCF distribution 2.8).
 
-use std::fs::File;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use base64::Engine as _;
 use tempfile::TempDir;
 
+use crate::daemon::Daemon;
 use crate::image::Image;
 use crate::token::{self, TokenServer};
-use crate::{push, spawn, sys};
+use crate::{push, sys};
 
 const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 const HTPASSWD_BIN: &str = "/usr/bin/htpasswd";
@@ -28,7 +28,8 @@ const START_ATTEMPTS: usize = 3;
 /// Dropping it kills the process and removes the directory. The process also gets
 /// SIGKILL if the test process dies first.
 pub struct Registry {
-    child: Child,
+    /// Dropped first: the process is killed before its directory is removed.
+    _daemon: Daemon,
     host: String,
     /// The user and password the registry (or its token server) accepts, when auth is on.
     credentials: Option<(String, String)>,
@@ -174,64 +175,34 @@ impl Registry {
             config_yaml(&dir.path().join("data"), &host, &auth_yaml),
         )?;
         let log_path = dir.path().join("registry.log");
-        let log = File::create(&log_path)?;
-
         let mut cmd = Command::new(REGISTRY_BIN);
-        cmd.arg("serve")
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        let child = spawn::spawn_tied(cmd).with_context(|| format!("spawning {REGISTRY_BIN}"))?;
-        let mut registry = Registry {
-            child,
+        cmd.arg("serve").arg(&config);
+        let agent = sys::http_agent();
+        let url = format!("http://{host}/v2/");
+        // With auth, the unauthenticated probe gets the 401 challenge.
+        let expected = if credentials.is_some() { 401 } else { 200 };
+        let serving = || {
+            let status = agent.get(&url).call()?.status();
+            if status != expected {
+                bail!("GET /v2/ answered {status}");
+            }
+            Ok(())
+        };
+        let daemon = Daemon::start(
+            format!("docker-registry on {host}"),
+            cmd,
+            &log_path,
+            READY_TIMEOUT,
+            serving,
+        )?;
+        Ok(Registry {
+            _daemon: daemon,
             host,
             credentials,
             token_server,
             log_path,
             _dir: dir,
-        };
-        registry.wait_ready()?;
-        Ok(registry)
-    }
-
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let log_path = self.log_path.clone();
-        let log_path = log_path.as_path();
-        let deadline = Instant::now() + READY_TIMEOUT;
-        let agent = sys::http_agent();
-        let url = format!("http://{}/v2/", self.host);
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                bail!(
-                    "docker-registry exited with {status} before serving on {}; log:\n{}",
-                    self.host,
-                    sys::tail(log_path, 30)
-                );
-            }
-            // With auth, the unauthenticated probe gets the 401 challenge.
-            let ready = if self.credentials.is_some() { 401 } else { 200 };
-            if let Ok(r) = agent.get(&url).call()
-                && r.status() == ready
-            {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "docker-registry on {} not ready after {READY_TIMEOUT:?}; log:\n{}",
-                    self.host,
-                    sys::tail(log_path, 30)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        })
     }
 }
 

@@ -36,6 +36,16 @@ pub(crate) fn random_bytes<const N: usize>() -> anyhow::Result<[u8; N]> {
     Ok(buf)
 }
 
+/// How many lines of a log failure messages quote.
+pub(crate) const LOG_TAIL_LINES: usize = 60;
+
+/// A whole (log) file as lossy UTF-8; empty if unreadable.
+pub(crate) fn read_lossy(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
 /// The last `lines` lines of a (log) file, or a note saying why it could not be read.
 pub(crate) fn tail(path: &Path, lines: usize) -> String {
     match std::fs::read(path) {

@@ -31,7 +31,7 @@ pub fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pki::{Pki, ServingNames, pem_to_der};
+    use skiff_bootstrap::pki::{Pki, ServingNames, pem_to_der};
 
     #[test]
     fn admin_certificate_is_a_system_master() {

@@ -8,15 +8,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::pki::CertKey;
+use skiff_bootstrap::pki::CertKey;
+use skiff_bootstrap::tls;
 
 /// Sends requests to kubelets.
 pub struct KubeletClient {
@@ -32,20 +30,13 @@ impl std::fmt::Debug for KubeletClient {
 impl KubeletClient {
     /// A client presenting `client` (PEM certificate and key). Errors: invalid PEM.
     pub fn new(client: &CertKey) -> anyhow::Result<Self> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let chain = CertificateDer::pem_slice_iter(client.cert_pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .context("reading the kubelet client certificate")?;
         let key = PrivateKeyDer::from_pem_slice(client.key_pem.as_bytes())
             .context("reading the kubelet client key")?;
-        let verifier = Arc::new(AnyServerCertificate(
-            provider.signature_verification_algorithms,
-        ));
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
+        let mut config = tls::insecure_client_config()
             .context("TLS protocol versions")?
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
             .with_client_auth_cert(chain, key)
             .context("the kubelet client certificate")?;
         // Streaming upgrades need HTTP/1.1.
@@ -93,44 +84,5 @@ impl KubeletClient {
             .headers_mut()
             .insert(hyper::header::HOST, authority.parse()?);
         Ok(sender.send_request(request).await?)
-    }
-}
-
-/// Accepts any server certificate, checking only that the handshake is signed by its key.
-#[derive(Debug)]
-struct AnyServerCertificate(WebPkiSupportedAlgorithms);
-
-impl ServerCertVerifier for AnyServerCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_schemes()
     }
 }

@@ -1,12 +1,14 @@
 //! Cells and columns of Table responses shared by the kinds' printers, as upstream's
 //! `pkg/printers/internalversion/printers.go` writes them: the Name and Age columns, ages
 //! as `HumanDuration` (`k8s.io/apimachinery/pkg/util/duration`), label selectors and
-//! label sets as `kubectl get` shows them, and a pod template's containers and images.
+//! label sets as `kubectl get` shows them, a pod template's containers and images, and
+//! the placeholders (`<none>`, `<unknown>`, `<unset>`) of empty cells.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::TableColumn;
@@ -25,6 +27,15 @@ pub const fn column(
         description,
         priority,
     }
+}
+
+/// A column shown with `-o wide` only (priority 1).
+pub const fn wide(
+    name: &'static str,
+    type_: &'static str,
+    description: &'static str,
+) -> TableColumn {
+    column(name, type_, description, 1)
 }
 
 /// Upstream's Name column (its description is ObjectMeta.name's).
@@ -122,18 +133,24 @@ pub fn human_duration(seconds: i64) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
-/// The current time in seconds since the Unix epoch.
-pub fn now_seconds() -> i64 {
-    std::time::SystemTime::now()
+/// The current time from the system clock (k8s-openapi's jiff is built without its own).
+pub fn now() -> Timestamp {
+    let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .map_or(0, |d| d.as_nanos());
+    Timestamp::from_nanosecond(i128::try_from(nanos).unwrap_or(0)).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
 /// The time since `time` as [`human_duration`], `<unknown>` without one (upstream's
 /// `translateTimestampSince`).
 pub fn since(time: Option<&Time>) -> String {
+    since_timestamp(time.map(|t| t.0))
+}
+
+/// [`since`] for a bare timestamp (a MicroTime's, for instance).
+pub fn since_timestamp(time: Option<Timestamp>) -> String {
     match time {
-        Some(time) => human_duration(now_seconds() - time.0.as_second()),
+        Some(time) => human_duration(now().duration_since(time).as_secs()),
         None => "<unknown>".to_owned(),
     }
 }
@@ -141,6 +158,16 @@ pub fn since(time: Option<&Time>) -> String {
 /// The Age cell of an object.
 pub fn age(metadata: &ObjectMeta) -> Value {
     Value::from(since(metadata.creation_timestamp.as_ref()))
+}
+
+/// The object's name (`""` when unset), its Name cell.
+pub fn name(metadata: &ObjectMeta) -> String {
+    metadata.name.clone().unwrap_or_default()
+}
+
+/// `value`, or the placeholder `none` (`<none>`, `<unknown>`) when it is unset or empty.
+pub fn or(value: Option<&str>, none: &str) -> String {
+    value.filter(|v| !v.is_empty()).unwrap_or(none).to_owned()
 }
 
 /// A label selector as `labels.Selector.String()` (requirements sorted by key:
@@ -253,5 +280,15 @@ mod tests {
             "<none>"
         );
         assert_eq!(format_labels(None), "<none>");
+    }
+
+    #[test]
+    fn placeholders_fill_empty_cells() {
+        assert_eq!(or(Some(""), "<none>"), "<none>");
+        assert_eq!(or(None, "<unknown>"), "<unknown>");
+        assert_eq!(or(Some("x"), "<none>"), "x");
+        assert_eq!(since(None), "<unknown>");
+        let an_hour_ago = now() - k8s_openapi::jiff::SignedDuration::from_secs(3600);
+        assert_eq!(since_timestamp(Some(an_hour_ago)), "60m");
     }
 }

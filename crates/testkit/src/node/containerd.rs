@@ -2,24 +2,21 @@
 //! ([`NodeRuntime::Containerd`](super::NodeRuntime::Containerd)): the CRI suite's
 //! containerd flavor ([`crate::cri::containerd`]) on the node's own directories.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 use crate::cri::{containerd, teardown};
-use crate::{spawn, sys};
+use crate::daemon::Daemon;
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_GRACE: Duration = Duration::from_secs(10);
-const LOG_TAIL_LINES: usize = 40;
 
 /// A running containerd with root `<dir>/rt`, state `<dir>/st`, CNI config `<dir>/cni`,
 /// socket `<dir>/containerd.sock` and log `<dir>/containerd.log`.
 pub(crate) struct Containerd {
-    child: Child,
+    daemon: Daemon,
     socket: PathBuf,
 }
 
@@ -31,41 +28,22 @@ impl Containerd {
     /// not answer in time (with the tail of its log). The process is killed on error.
     pub(crate) fn start(dir: &Path, registry: &str) -> anyhow::Result<Containerd> {
         let pause = crate::push(registry, "skiff/pause", "test", &crate::pause()?)?;
-        let mut cmd = containerd::command(dir, registry, &pause)?;
-        let log_path = dir.join("containerd.log");
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)?;
-        cmd.stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        let child = spawn::spawn_tied(cmd).context("spawning containerd")?;
-        let mut containerd = Containerd {
-            child,
-            socket: containerd::socket(dir),
+        let cmd = containerd::command(dir, registry, &pause)?;
+        let socket = containerd::socket(dir);
+        let answering = || {
+            if !answers(&socket) {
+                bail!("no answer to Version on {}", socket.display());
+            }
+            Ok(())
         };
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(status) = containerd.child.try_wait()? {
-                bail!(
-                    "containerd exited with {status}; containerd.log (tail):\n{}",
-                    sys::tail(&log_path, LOG_TAIL_LINES)
-                );
-            }
-            if answers(&containerd.socket) {
-                return Ok(containerd);
-            }
-            if Instant::now() >= deadline {
-                let _ = containerd.child.kill();
-                let _ = containerd.child.wait();
-                bail!(
-                    "containerd not ready after {READY_TIMEOUT:?}; containerd.log (tail):\n{}",
-                    sys::tail(&log_path, LOG_TAIL_LINES)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let daemon = Daemon::start(
+            "containerd",
+            cmd,
+            &dir.join("containerd.log"),
+            READY_TIMEOUT,
+            answering,
+        )?;
+        Ok(Containerd { daemon, socket })
     }
 
     /// The CRI endpoint for `--container-runtime-endpoint`, `unix://<dir>/containerd.sock`.
@@ -80,16 +58,16 @@ impl Containerd {
 
     /// containerd's PID.
     pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
+        self.daemon.pid()
     }
 
     /// Stops and removes every pod sandbox through the CRI, then stops containerd
     /// (SIGTERM, SIGKILL after 10 s). Errors are ignored: the forced cleanup follows.
     pub(crate) fn stop(mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
+        if self.daemon.is_running() {
             teardown::remove_pods(&self.socket);
         }
-        let _ = sys::terminate(&mut self.child, STOP_GRACE);
+        let _ = self.daemon.stop(STOP_GRACE);
     }
 }
 

@@ -7,16 +7,16 @@ mod containerd;
 pub(crate) mod leftovers;
 
 use std::collections::BTreeSet;
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::{spawn, sys};
+use crate::daemon::Daemon;
+use crate::sys;
 
 const HEALTHZ_TIMEOUT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(200);
@@ -81,7 +81,7 @@ pub struct Node {
     port: u16,
     main_port: u16,
     pod_cidr: String,
-    child: Option<Child>,
+    kubelet: Option<Daemon>,
     /// UIDs of every pod seen in `/pods`, for leftover checks and cleanup.
     seen_uids: Mutex<BTreeSet<String>>,
 }
@@ -103,7 +103,7 @@ impl Node {
             port: 0,
             main_port: 0,
             pod_cidr: String::new(),
-            child: None,
+            kubelet: None,
             seen_uids: Mutex::new(BTreeSet::new()),
             id,
         };
@@ -275,23 +275,22 @@ impl Node {
 
     /// The PID of the running kubelet, if any.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.kubelet.as_ref().map(Daemon::pid)
     }
 
     /// Kills the kubelet with SIGKILL (pods and shims keep running).
     pub fn kill9(&mut self) -> anyhow::Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill()?;
-            child.wait()?;
+        match self.kubelet.take() {
+            Some(kubelet) => Ok(kubelet.kill9()?),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Stops the kubelet with SIGTERM (a graceful exit that leaves pods running; SIGKILL
     /// after 10 s) and returns its exit status (`None` if it was not running).
     pub fn stop(&mut self) -> anyhow::Result<Option<ExitStatus>> {
-        match self.child.take() {
-            Some(mut child) => Ok(Some(sys::terminate(&mut child, STOP_GRACE)?)),
+        match self.kubelet.take() {
+            Some(kubelet) => Ok(Some(kubelet.stop(STOP_GRACE)?)),
             None => Ok(None),
         }
     }
@@ -305,9 +304,7 @@ impl Node {
 
     /// The whole `kubelet.log` (lossy UTF-8; empty if unreadable).
     pub fn log(&self) -> String {
-        std::fs::read(self.log_path())
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
+        sys::read_lossy(&self.log_path())
     }
 
     /// `(pid, command line)` of every process whose command line mentions
@@ -400,10 +397,6 @@ impl Node {
     }
 
     fn spawn(&mut self) -> anyhow::Result<()> {
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())?;
         let dir = |sub: &str| self.dir.join(sub);
         let mut cmd = Command::new(&self.opts.skiff_bin);
         cmd.arg("kubelet")
@@ -447,45 +440,24 @@ impl Node {
         {
             cmd.arg(format!("--eviction-hard={TEST_EVICTION_HARD}"));
         }
-        cmd.args(&self.opts.extra_args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        let child = spawn::spawn_tied(cmd)
-            .with_context(|| format!("spawning {} kubelet", self.opts.skiff_bin.display()))?;
-        self.child = Some(child);
-        self.wait_healthy()
-    }
-
-    fn wait_healthy(&mut self) -> anyhow::Result<()> {
-        let host = format!("127.0.0.1:{}", self.port);
-        let url = format!("http://{host}/healthz");
+        cmd.args(&self.opts.extra_args).env("RUST_LOG", "info");
         let agent = sys::http_agent();
-        let deadline = Instant::now() + HEALTHZ_TIMEOUT;
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Some(status) = child.try_wait()?
-            {
-                self.child = None;
-                bail!(
-                    "kubelet exited with {status}; kubelet.log (tail):\n{}",
-                    self.log_tail()
-                );
+        let url = format!("http://127.0.0.1:{}/healthz", self.port);
+        let healthy = || {
+            let status = agent.get(&url).call()?.status();
+            if status != 200 {
+                bail!("GET {url} answered {status}");
             }
-            if let Ok(r) = agent.get(&url).call()
-                && r.status() == 200
-            {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "kubelet not healthy on {host} after {HEALTHZ_TIMEOUT:?}; kubelet.log (tail):\n{}",
-                    self.log_tail()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            Ok(())
+        };
+        self.kubelet = Some(Daemon::start(
+            "kubelet",
+            cmd,
+            &self.log_path(),
+            HEALTHZ_TIMEOUT,
+            healthy,
+        )?);
+        Ok(())
     }
 
     /// Removes every manifest and waits for `/pods` to be empty (only while the kubelet
@@ -496,10 +468,7 @@ impl Node {
                 let _ = std::fs::remove_file(e.path());
             }
         }
-        let running = self
-            .child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
+        let running = self.kubelet.as_mut().is_some_and(Daemon::is_running);
         if running {
             let _ = self.wait_for("all pods to be gone", DRAIN_TIMEOUT, |list| {
                 items(list).is_empty()

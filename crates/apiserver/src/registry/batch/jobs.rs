@@ -59,7 +59,7 @@ fn duration_cell(status: &JobStatus) -> String {
     let end = status
         .completion_time
         .as_ref()
-        .map_or_else(printers::now_seconds, |t| t.0.as_second());
+        .map_or_else(|| printers::now().as_second(), |t| t.0.as_second());
     printers::human_duration(end - start.0.as_second())
 }
 

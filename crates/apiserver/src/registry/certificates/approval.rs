@@ -9,7 +9,6 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use skiff_api::certificates;
 
@@ -68,8 +67,7 @@ fn approve(current: &Value, requested: &Value, name: &str) -> Result<Value, ApiE
     };
     let old = decode(current)?;
     let wanted = decode(requested)?;
-    let now =
-        Time(Timestamp::from_second(printers::now_seconds()).unwrap_or(Timestamp::UNIX_EPOCH));
+    let now = Time(printers::now());
     let mut conditions = wanted.status.and_then(|s| s.conditions).unwrap_or_default();
     for condition in &mut conditions {
         condition

@@ -8,7 +8,7 @@ use skiff_api::core::config::{
 };
 use skiff_api::field::ErrorList;
 
-use super::printers::{age, age_column, column, name, name_column};
+use crate::registry::printers::{AGE, NAME, age, column, name};
 use crate::registry::{ResourceInfo, Strategy, TableColumn};
 
 /// The configmaps kind.
@@ -35,9 +35,9 @@ impl Strategy for ConfigMaps {
     /// NAME DATA AGE.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
-            column("Data", "string", "Data contains the configuration data."),
-            age_column(),
+            NAME,
+            column("Data", "string", "Data contains the configuration data.", 0),
+            AGE,
         ]
     }
 
@@ -78,14 +78,15 @@ impl Strategy for Secrets {
     /// NAME TYPE DATA AGE.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
+            NAME,
             column(
                 "Type",
                 "string",
                 "Used to facilitate programmatic handling of secret data.",
+                0,
             ),
-            column("Data", "string", "Data contains the secret data."),
-            age_column(),
+            column("Data", "string", "Data contains the secret data.", 0),
+            AGE,
         ]
     }
 

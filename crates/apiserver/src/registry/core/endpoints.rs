@@ -6,7 +6,7 @@ use skiff_api::core::{invalid_each, one_of};
 use skiff_api::field::{ErrorList, FieldError, Path};
 use skiff_api::names;
 
-use super::printers::{age, age_column, column, name, name_column};
+use crate::registry::printers::{AGE, NAME, age, column, name};
 use crate::registry::{ResourceInfo, Strategy, TableColumn};
 
 /// How many addresses the ENDPOINTS cell lists before `+ N more...`.
@@ -54,13 +54,14 @@ impl Strategy for Endpoints {
     /// NAME ENDPOINTS AGE.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
+            NAME,
             column(
                 "Endpoints",
                 "string",
                 "The set of all endpoints is the union of all subsets.",
+                0,
             ),
-            age_column(),
+            AGE,
         ]
     }
 

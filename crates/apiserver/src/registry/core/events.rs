@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use serde_json::{Value, json};
 use skiff_api::field::{ErrorList, FieldError, Path};
 
-use super::printers::{column, name_column, since, since_timestamp, wide};
+use crate::registry::printers::{NAME, column, since, since_timestamp, wide};
 use crate::registry::{ResourceInfo, Strategy, TableColumn};
 
 /// The events kind.
@@ -78,18 +78,26 @@ impl Strategy for Events {
                 "Last Seen",
                 "string",
                 "The time at which the most recent occurrence of this event was recorded.",
+                0,
             ),
             column(
                 "Type",
                 "string",
                 "Type of this event (Normal, Warning), new types could be added in the future",
+                0,
             ),
             column(
                 "Reason",
                 "string",
                 "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+                0,
             ),
-            column("Object", "string", "The object that this event is about."),
+            column(
+                "Object",
+                "string",
+                "The object that this event is about.",
+                0,
+            ),
             wide(
                 "Subobject",
                 "string",
@@ -104,6 +112,7 @@ impl Strategy for Events {
                 "Message",
                 "string",
                 "A human-readable description of the status of this operation.",
+                0,
             ),
             wide(
                 "First Seen",
@@ -117,7 +126,7 @@ impl Strategy for Events {
             ),
             TableColumn {
                 format: "name",
-                ..wide("Name", "string", name_column().description)
+                ..wide("Name", "string", NAME.description)
             },
         ]
     }

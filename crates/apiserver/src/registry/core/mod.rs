@@ -11,7 +11,6 @@ mod namespaces;
 mod nodes;
 mod pods;
 mod policies;
-mod printers;
 mod service_accounts;
 mod services;
 mod volumes;

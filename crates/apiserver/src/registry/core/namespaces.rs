@@ -15,8 +15,8 @@ use skiff_api::core::namespace::{
 };
 use skiff_api::field::ErrorList;
 
-use super::printers::{age, age_column, column, name, name_column};
 use crate::error::{ApiError, GroupResource};
+use crate::registry::printers::{AGE, NAME, age, column, name};
 use crate::registry::{Context, Objects, ResourceInfo, Strategy, TableColumn};
 
 /// Namespaces that may not be deleted.
@@ -76,9 +76,9 @@ impl Strategy for Namespaces {
     /// NAME STATUS AGE.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
-            column("Status", "string", "The status of the namespace"),
-            age_column(),
+            NAME,
+            column("Status", "string", "The status of the namespace", 0),
+            AGE,
         ]
     }
 

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use skiff_api::core::node::{default_node, validate_node, validate_node_update};
 use skiff_api::field::ErrorList;
 
-use super::printers::{age, age_column, column, name, name_column, or, wide};
+use crate::registry::printers::{AGE, NAME, age, column, name, or, wide};
 use crate::registry::{ResourceInfo, Strategy, TableColumn};
 
 /// The label prefix that gives a node a role (`node-role.kubernetes.io/control-plane`).
@@ -58,11 +58,16 @@ impl Strategy for Nodes {
     /// KERNEL-VERSION CONTAINER-RUNTIME.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
-            column("Status", "string", "The status of the node"),
-            column("Roles", "string", "The roles of the node"),
-            age_column(),
-            column("Version", "string", "Kubelet Version reported by the node."),
+            NAME,
+            column("Status", "string", "The status of the node", 0),
+            column("Roles", "string", "The roles of the node", 0),
+            AGE,
+            column(
+                "Version",
+                "string",
+                "Kubelet Version reported by the node.",
+                0,
+            ),
             wide(
                 "Internal-IP",
                 "string",

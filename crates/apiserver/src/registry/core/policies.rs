@@ -10,7 +10,7 @@ use skiff_api::core::resources::{
 };
 use skiff_api::field::{ErrorList, Path};
 
-use super::printers::{age, age_column, column, name, name_column};
+use crate::registry::printers::{AGE, NAME, age, column, name};
 use crate::registry::{ResourceInfo, Strategy, TableColumn};
 
 /// The limitranges kind.
@@ -41,11 +41,12 @@ impl Strategy for LimitRanges {
     /// NAME CREATED AT.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
+            NAME,
             column(
                 "Created At",
                 "date",
                 "CreationTimestamp is a timestamp representing the server time when this object was created.",
+                0,
             ),
         ]
     }
@@ -107,17 +108,19 @@ impl Strategy for ResourceQuotas {
     /// NAME AGE REQUEST LIMIT.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
-            age_column(),
+            NAME,
+            AGE,
             column(
                 "Request",
                 "string",
                 "Request represents a minimum amount of cpu/memory that a container may consume.",
+                0,
             ),
             column(
                 "Limit",
                 "string",
                 "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+                0,
             ),
         ]
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use serde_json::{Value, json};
 
-use super::printers::{age, age_column, column, name, name_column};
+use crate::registry::printers::{AGE, NAME, age, column, name};
 use crate::registry::{ResourceInfo, Strategy, Subresource, TableColumn};
 
 /// The serviceaccounts kind.
@@ -37,13 +37,14 @@ impl Strategy for ServiceAccounts {
     /// NAME SECRETS AGE.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
+            NAME,
             column(
                 "Secrets",
                 "string",
                 "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
+                0,
             ),
-            age_column(),
+            AGE,
         ]
     }
 

@@ -10,7 +10,7 @@ use skiff_api::core::persistent_volume::{
 };
 use skiff_api::field::ErrorList;
 
-use super::printers::{age, age_column, column, name, name_column, wide};
+use crate::registry::printers::{AGE, NAME, age, column, name, wide};
 use crate::registry::{ResourceInfo, Strategy, TableColumn};
 
 /// The beta annotation that named a storage class before `storageClassName`.
@@ -97,44 +97,51 @@ impl Strategy for PersistentVolumes {
     /// VOLUMEATTRIBUTESCLASS REASON AGE, and VOLUMEMODE with `-o wide`.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
+            NAME,
             column(
                 "Capacity",
                 "string",
                 "capacity is the description of the persistent volume's resources and capacity.",
+                0,
             ),
             column(
                 "Access Modes",
                 "string",
                 "accessModes contains all ways the volume can be mounted.",
+                0,
             ),
             column(
                 "Reclaim Policy",
                 "string",
                 "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
+                0,
             ),
             column(
                 "Status",
                 "string",
                 "phase indicates if a volume is available, bound to a claim, or released by a claim.",
+                0,
             ),
             column(
                 "Claim",
                 "string",
                 "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
+                0,
             ),
-            column("StorageClass", "string", "StorageClass of the pv"),
+            column("StorageClass", "string", "StorageClass of the pv", 0),
             column(
                 "VolumeAttributesClass",
                 "string",
                 "VolumeAttributesClass of the pv",
+                0,
             ),
             column(
                 "Reason",
                 "string",
                 "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.",
+                0,
             ),
-            age_column(),
+            AGE,
             wide(
                 "VolumeMode",
                 "string",
@@ -224,34 +231,39 @@ impl Strategy for PersistentVolumeClaims {
     /// VOLUMEMODE with `-o wide`.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
+            NAME,
             column(
                 "Status",
                 "string",
                 "phase represents the current phase of PersistentVolumeClaim.",
+                0,
             ),
             column(
                 "Volume",
                 "string",
                 "volumeName is the binding reference to the PersistentVolume backing this claim.",
+                0,
             ),
             column(
                 "Capacity",
                 "string",
                 "capacity represents the actual resources of the underlying volume.",
+                0,
             ),
             column(
                 "Access Modes",
                 "string",
                 "accessModes contains the desired access modes the volume should have.",
+                0,
             ),
-            column("StorageClass", "string", "StorageClass of the pvc"),
+            column("StorageClass", "string", "StorageClass of the pvc", 0),
             column(
                 "VolumeAttributesClass",
                 "string",
                 "VolumeAttributesClass of the pvc",
+                0,
             ),
-            age_column(),
+            AGE,
             wide(
                 "VolumeMode",
                 "string",

@@ -8,8 +8,8 @@ use serde_json::Value;
 use skiff_api::field::{FieldError, Path};
 
 use crate::error::{ApiError, GroupResource};
-use crate::registry::core::printers::now;
 use crate::registry::core::{created, read_body};
+use crate::registry::printers::now;
 use crate::registry::{Context, Subresource};
 
 /// The `binding` subresource of pods.

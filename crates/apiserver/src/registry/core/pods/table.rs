@@ -8,30 +8,31 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::registry::TableColumn;
-use crate::registry::core::printers::{
-    age, age_column, column, name, name_column, since_timestamp, wide,
-};
+use crate::registry::printers::{AGE, NAME, age, column, name, since_timestamp, wide};
 
 /// NAME READY STATUS RESTARTS AGE, and with `-o wide` IP NODE NOMINATED NODE READINESS GATES.
 pub fn columns() -> Vec<TableColumn> {
     vec![
-        name_column(),
+        NAME,
         column(
             "Ready",
             "string",
             "The aggregate readiness state of this pod for accepting traffic.",
+            0,
         ),
         column(
             "Status",
             "string",
             "The aggregate status of the containers in this pod.",
+            0,
         ),
         column(
             "Restarts",
             "string",
             "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+            0,
         ),
-        age_column(),
+        AGE,
         wide(
             "IP",
             "string",

@@ -1,6 +1,6 @@
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::registry::core::printers::now;
+use crate::registry::printers::now;
 use serde_json::json;
 
 use super::*;

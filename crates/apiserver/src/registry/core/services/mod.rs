@@ -12,8 +12,8 @@ use skiff_api::core::service::{
 };
 use skiff_api::field::ErrorList;
 
-use super::printers::{age, age_column, column, format_labels, name, name_column, wide};
 use crate::error::ApiError;
+use crate::registry::printers::{AGE, NAME, age, column, format_labels, name, wide};
 use crate::registry::{Context, ResourceInfo, Strategy, TableColumn};
 
 /// The services kind, with its allocator.
@@ -107,28 +107,32 @@ impl Strategy for Services {
     /// NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE, and SELECTOR with `-o wide`.
     fn columns(&self) -> Vec<TableColumn> {
         vec![
-            name_column(),
+            NAME,
             column(
                 "Type",
                 "string",
                 "type determines how the Service is exposed.",
+                0,
             ),
             column(
                 "Cluster-IP",
                 "string",
                 "clusterIP is the IP address of the service and is usually assigned randomly.",
+                0,
             ),
             column(
                 "External-IP",
                 "string",
                 "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
+                0,
             ),
             column(
                 "Port(s)",
                 "string",
                 "The list of ports that are exposed by this service.",
+                0,
             ),
-            age_column(),
+            AGE,
             wide(
                 "Selector",
                 "string",

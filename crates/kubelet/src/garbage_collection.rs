@@ -9,19 +9,23 @@ use crate::eviction::EvictedPods;
 use crate::images::gc::{IMAGE_GC_PERIOD, ImageGcManager};
 use crate::kuberuntime::gc::{CONTAINER_GC_PERIOD, ContainerGc, PodStateProvider};
 use crate::pod_manager::PodManager;
+use crate::syncloop::PodsSynced;
 
-/// Pod states for the container GC: a pod is deleted when no source has it any more,
-/// terminated when deleted or evicted.
+/// Pod states for the container GC: a pod is deleted when no source has it any more (and
+/// the SyncLoop has seen what the sources gave at start), terminated when deleted or
+/// evicted.
 pub struct PodStates {
     /// Desired pods.
     pub pod_manager: Arc<PodManager>,
+    /// Whether the SyncLoop knows every pod the sources gave at start.
+    pub pods_synced: PodsSynced,
     /// Evicted pods.
     pub evictions: Arc<EvictedPods>,
 }
 
 impl PodStateProvider for PodStates {
     fn should_pod_content_be_removed(&self, uid: &str) -> bool {
-        self.pod_manager.get(uid).is_none()
+        self.pods_synced.is_synced() && self.pod_manager.get(uid).is_none()
     }
 
     fn should_pod_runtime_be_removed(&self, uid: &str) -> bool {
@@ -50,5 +54,31 @@ pub async fn image_gc_loop(gc: Arc<ImageGcManager>) {
         if let Err(e) = gc.garbage_collect().await {
             warn!(error = %e, "image garbage collection failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+
+    #[test]
+    fn unknown_pods_keep_their_content_until_the_syncloop_has_synced() {
+        let pod_manager = Arc::new(PodManager::default());
+        let mut known = Pod::default();
+        known.metadata.uid = Some("known".into());
+        pod_manager.add_or_update(known);
+        let states = PodStates {
+            pod_manager,
+            pods_synced: PodsSynced::default(),
+            evictions: Arc::new(EvictedPods::default()),
+        };
+        // At start, a pod read from a manifest may not have reached the SyncLoop yet.
+        assert!(!states.should_pod_content_be_removed("unknown"));
+        states.pods_synced.mark_synced();
+        assert!(states.should_pod_content_be_removed("unknown"));
+        assert!(!states.should_pod_content_be_removed("known"));
+        assert!(!states.should_pod_runtime_be_removed("known"));
     }
 }

@@ -64,7 +64,7 @@ use pod_workers::PodWorkers;
 use prober::results::ProbeResults;
 use prober::{ProbeManager, Prober};
 use status::StatusManager;
-use syncloop::{SyncLoop, SyncLoopInputs};
+use syncloop::{PodsSynced, SyncLoop, SyncLoopInputs};
 use volume::VolumeManager;
 
 /// CRI API version the kubelet speaks.
@@ -310,6 +310,7 @@ pub async fn run(
         volume_manager,
     });
     let sources_ready = SourcesReady::default();
+    let pods_synced = PodsSynced::default();
 
     let mut tasks = JoinSet::new();
     let (server_cri, server_cri_state) = (cri.clone(), cri.clone());
@@ -333,6 +334,7 @@ pub async fn run(
         config.pod_logs_dir.clone(),
         Arc::new(garbage_collection::PodStates {
             pod_manager: pod_manager.clone(),
+            pods_synced: pods_synced.clone(),
             evictions: evictions.clone(),
         }),
         sources_ready.clone(),
@@ -418,6 +420,7 @@ pub async fn run(
         pod_manager,
         pod_workers,
         sources_ready,
+        pods_synced,
         runtime_pods,
         evictions,
         container_manager,

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -43,6 +44,24 @@ pub struct SyncLoopInputs {
     pub evictions: mpsc::Receiver<Arc<Pod>>,
 }
 
+/// Set by the SyncLoop's first housekeeping with all sources ready, after it applied every
+/// update queued before (upstream `podWorkers.podsSynced`): from then on a pod the SyncLoop
+/// does not know is gone for good, and what it left on disk may be removed. Until then a
+/// pod read from a source may still be on its way to the SyncLoop.
+#[derive(Clone, Default)]
+pub struct PodsSynced(Arc<AtomicBool>);
+
+impl PodsSynced {
+    /// True once the SyncLoop knows every pod its sources gave at start.
+    pub fn is_synced(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_synced(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// The SyncLoop and the state only it touches.
 pub struct SyncLoop {
     pod_manager: Arc<PodManager>,
@@ -50,6 +69,7 @@ pub struct SyncLoop {
     /// When each pod is next due for a sync (upstream `workQueue`).
     work_queue: HashMap<String, Instant>,
     sources_ready: SourcesReady,
+    pods_synced: PodsSynced,
     runtime_pods: RuntimePods,
     static_pod_starts: StaticPodStarts,
     /// Pods with a `deletionTimestamp` whose termination was started (until removed).
@@ -60,11 +80,13 @@ pub struct SyncLoop {
 
 impl SyncLoop {
     /// A SyncLoop dispatching to `pod_workers`; `evicted` is forgotten for deleted pods,
-    /// and housekeeping removes orphaned pod cgroups through `container_manager`.
+    /// housekeeping removes orphaned pod cgroups through `container_manager` and marks
+    /// `pods_synced`.
     pub fn new(
         pod_manager: Arc<PodManager>,
         pod_workers: PodWorkers,
         sources_ready: SourcesReady,
+        pods_synced: PodsSynced,
         runtime_pods: RuntimePods,
         evicted: Arc<EvictedPods>,
         container_manager: Arc<ContainerManager>,
@@ -74,6 +96,7 @@ impl SyncLoop {
             pod_workers,
             work_queue: HashMap::new(),
             sources_ready,
+            pods_synced,
             runtime_pods,
             static_pod_starts: StaticPodStarts::default(),
             deleted: HashSet::new(),
@@ -115,6 +138,7 @@ impl SyncLoop {
                     }
                     if sources_ready {
                         self.handle_pod_cleanups();
+                        self.pods_synced.mark_synced();
                     }
                 }
             }
@@ -430,6 +454,7 @@ mod tests {
             pod_manager.clone(),
             PodWorkers::new(kubelet.clone(), results_tx),
             SourcesReady::default(),
+            PodsSynced::default(),
             RuntimePods::default(),
             kubelet.evictions.clone(),
             kubelet.container_manager.clone(),

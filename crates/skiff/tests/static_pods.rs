@@ -339,7 +339,11 @@ fn kubelet_sigkill_keeps_containers(mut cluster: Cluster) {
     let log_after = common::read_container_log(&after, "main", 0);
     assert!(
         log_after.starts_with(&log_before),
-        "the log file was replaced"
+        "the log file was replaced; before:\n{log_before}\nafter:\n{log_after}\nmetadata: {:?}\nraw: {:?}\nkubelet log:\n{}",
+        std::fs::metadata(common::container_log_path(&after, "main", 0)),
+        std::fs::read(common::container_log_path(&after, "main", 0))
+            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+        cluster.node.log()
     );
     assert!(
         log_after.len() > log_before.len(),

@@ -12,7 +12,8 @@ use skiff_apiserver::storage::etcd::{Etcd, EtcdOptions};
 use skiff_apiserver::storage::sqlite::{Sqlite, SqliteOptions};
 use skiff_apiserver::storage::watch_cache::{WatchCache, WatchCacheOptions};
 use skiff_apiserver::storage::{
-    DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, Result, Storage, StorageError, WatchItem,
+    DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, Result, Storage,
+    StorageError, WatchItem,
 };
 use tempfile::TempDir;
 
@@ -491,7 +492,7 @@ async fn next_event(stream: &mut BoxStream<'static, Result<WatchItem>>) -> Event
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         if let WatchItem::Event(event) = next_item(stream, deadline).await {
-            return event;
+            return std::sync::Arc::unwrap_or_clone(event);
         }
     }
 }

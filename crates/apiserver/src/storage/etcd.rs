@@ -7,6 +7,7 @@
 //! is an etcd watch from `after + 1` with the previous values, and idle watches ask etcd
 //! for progress notes every interval (etcd's own progress notify defaults to 10 minutes).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
@@ -18,8 +19,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
-    DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, ListResult, Result, Revision, Storage,
-    StorageError, WatchItem, check_size, prefix_end,
+    DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, ListResult, Result,
+    Revision, Storage, StorageError, WatchItem, check_size, prefix_end,
 };
 
 /// etcd's message when a read or watch asks for a compacted revision.
@@ -345,7 +346,7 @@ fn watch_items(response: WatchResponse, after: Revision) -> Vec<Result<WatchItem
     response
         .events()
         .iter()
-        .map(|event| watch_event(event).map(WatchItem::Event))
+        .map(|event| watch_event(event).map(|event| WatchItem::Event(Arc::new(event))))
         .collect()
 }
 
@@ -365,11 +366,7 @@ fn watch_event(event: &etcd_client::Event) -> Result<Event> {
             },
             None => key,
         };
-        return Ok(Event {
-            kind: EventType::Deleted,
-            kv,
-            prev,
-        });
+        return Ok(Event::new(EventType::Deleted, kv, prev));
     }
     let kv = key_value(kv)?;
     let kind = if kv.create_revision == kv.mod_revision {
@@ -377,7 +374,7 @@ fn watch_event(event: &etcd_client::Event) -> Result<Event> {
     } else {
         EventType::Modified
     };
-    Ok(Event { kind, kv, prev })
+    Ok(Event::new(kind, kv, prev))
 }
 
 /// Fails with [`StorageError::Compacted`] when reads at `after` are no longer possible

@@ -31,6 +31,7 @@ use crate::health::{self, Health};
 use crate::pki::{Pki, ServingNames, host_addresses};
 use crate::proxy::KubeletClient;
 use crate::registry::Registry;
+use crate::registry::core::namespaces;
 use crate::storage::{self, Storage};
 use crate::{bootstrap, discovery, kubeconfig, openapi, rest};
 
@@ -105,11 +106,20 @@ pub async fn run(
         .await
         .with_context(|| format!("binding {}:{}", config.bind_address, config.secure_port))?;
     tracing::info!(address = %listener.local_addr()?, kubeconfig = %config.data_dir.join(ADMIN_KUBECONFIG).display(), "API server serving");
-    serve(listener, tls_config(&pki)?, app, async move {
+    let tls = tls_config(&pki)?;
+    // The namespace controller's deletion, until Skiff has a controller manager.
+    let deleter_state = state.clone();
+    let deleter = tokio::spawn(async move {
+        let user = bootstrap::namespace_controller_user();
+        let objects = rest::objects::ServerObjects::new(&deleter_state, &user, false);
+        namespaces::deleter::run(&objects, namespaces::deleter::PASS_INTERVAL).await;
+    });
+    serve(listener, tls, app, async move {
         shutdown.await;
         health.shutting_down.store(true, Ordering::Relaxed);
     })
     .await;
+    deleter.abort();
     Ok(())
 }
 

@@ -1241,6 +1241,7 @@ fn create_configmap_generator_sends_protobuf() {
 
 apiserver_cases! {
     namespace_deletion,
+    service_addresses_are_random_above_the_static_band,
 }
 
 /// `kubectl delete namespace`: the namespace turns Terminating, refuses new content, its
@@ -1321,4 +1322,51 @@ fn namespace_deletion(server: Server) {
     ]);
     let err = server.kubectl_err(&["get", "namespace", ns]);
     assert!(err.contains("(NotFound)"), "{err}");
+}
+
+/// Cluster IPs and node ports are random and above upstream's static band (the lowest
+/// 256 addresses of the default /12 and the lowest 86 ports of 30000-32767), not the
+/// lowest free ones.
+fn service_addresses_are_random_above_the_static_band(server: Server) {
+    let services: Vec<String> = (0..4)
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: Service\nmetadata:\n  name: s{i}\nspec:\n  type: NodePort\n  selector:\n    app: s{i}\n  ports:\n  - port: 80\n"
+            )
+        })
+        .collect();
+    let file = server.manifest("services.yaml", &services.join("---\n"));
+    server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    let list = server.get_json(&["services"]);
+    let mut ips = Vec::new();
+    for service in list["items"].as_array().unwrap() {
+        if service["metadata"]["name"] == "kubernetes" {
+            continue;
+        }
+        let ip: std::net::Ipv4Addr = service["spec"]["clusterIP"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let offset = u32::from(ip) - u32::from(std::net::Ipv4Addr::new(10, 96, 0, 1));
+        assert!(
+            (256..(1 << 20) - 2).contains(&offset),
+            "{ip} in the static band"
+        );
+        let port = service["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
+        assert!(
+            (30086..=32767).contains(&port),
+            "node port {port} in the static band"
+        );
+        ips.push(ip);
+    }
+    assert_eq!(ips.len(), 4, "{list}");
+    // A requested address of the static band is still given.
+    let fixed = server.manifest(
+        "fixed.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: fixed\nspec:\n  clusterIP: 10.96.0.10\n  ports:\n  - port: 80\n",
+    );
+    server.kubectl_ok(&["create", "-f", fixed.to_str().unwrap()]);
+    let fixed = server.get_json(&["service", "fixed"]);
+    assert_eq!(fixed["spec"]["clusterIP"], "10.96.0.10");
 }

@@ -101,7 +101,13 @@ pub async fn run(
 
     let health = Health::new(storage.clone());
     let authenticator = Arc::new(Authenticator::new(tokens.clone(), storage));
-    let app = app(&state, &tokens, authenticator, health.clone());
+    let addresses = discovery::ServerAddresses::new(
+        advertise_address,
+        config.secure_port,
+        config.cluster.service_cluster_ip_range,
+        service_ip,
+    );
+    let app = app(&state, &tokens, authenticator, health.clone(), addresses);
     let listener = TcpListener::bind((config.bind_address, config.secure_port))
         .await
         .with_context(|| format!("binding {}:{}", config.bind_address, config.secure_port))?;
@@ -129,6 +135,7 @@ fn app(
     tokens: &TokenIssuer,
     authenticator: Arc<Authenticator>,
     health: Arc<Health>,
+    addresses: discovery::ServerAddresses,
 ) -> Router {
     let jwks = tokens.jwks();
     let openid = tokens.openid_configuration();
@@ -142,7 +149,7 @@ fn app(
             get(move || std::future::ready(axum::Json(jwks.clone()))),
         )
         .merge(health::router(health))
-        .merge(discovery::router(&state.registry))
+        .merge(discovery::router(&state.registry, addresses))
         .merge(openapi::router(&state.registry))
         .merge(rest::router(state.clone()))
         .layer(axum::middleware::from_fn_with_state(
@@ -246,6 +253,9 @@ pub async fn serve(
             let service = hyper::service::service_fn(
                 move |mut request: hyper::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(user.clone());
+                    request
+                        .extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
                     app.clone().oneshot(request.map(Body::new))
                 },
             );

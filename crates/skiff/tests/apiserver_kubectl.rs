@@ -1242,6 +1242,7 @@ fn create_configmap_generator_sends_protobuf() {
 apiserver_cases! {
     namespace_deletion,
     service_addresses_are_random_above_the_static_band,
+    api_server_address_by_client_cidr,
 }
 
 /// `kubectl delete namespace`: the namespace turns Terminating, refuses new content, its
@@ -1369,4 +1370,21 @@ fn service_addresses_are_random_above_the_static_band(server: Server) {
     server.kubectl_ok(&["create", "-f", fixed.to_str().unwrap()]);
     let fixed = server.get_json(&["service", "fixed"]);
     assert_eq!(fixed["spec"]["clusterIP"], "10.96.0.10");
+}
+
+/// `/api`'s `serverAddressByClientCIDRs` names the advertise address and secure port (the
+/// `kubernetes` endpoints'), not whatever host the client dialled.
+fn api_server_address_by_client_cidr(server: Server) {
+    let endpoints = server.get_json(&["endpoints", "kubernetes"]);
+    let subset = &endpoints["subsets"][0];
+    let expected = format!(
+        "{}:{}",
+        subset["addresses"][0]["ip"].as_str().unwrap(),
+        subset["ports"][0]["port"]
+    );
+    let api = json_of(&server.kubectl_ok(&["get", "--raw", "/api"]));
+    assert_eq!(
+        api["serverAddressByClientCIDRs"],
+        json!([{"clientCIDR": "0.0.0.0/0", "serverAddress": expected}])
+    );
 }

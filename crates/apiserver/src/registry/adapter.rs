@@ -192,6 +192,10 @@ impl<S: Strategy> Kind for Adapter<S> {
             .graceful_delete(&self.typed(object)?, requested))
     }
 
+    fn orphans_by_default(&self) -> bool {
+        self.strategy.orphans_by_default()
+    }
+
     /// `marked` is re-encoded only when the kind holds it.
     fn hold_deletion(&self, old: &Value, marked: &mut Value) -> Result<bool, ApiError> {
         let mut typed = self.typed(marked)?;

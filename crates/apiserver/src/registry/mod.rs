@@ -360,6 +360,13 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Whether a delete without a propagation policy orphans the object's dependents
+    /// (upstream's `DefaultGarbageCollectionPolicy` returning `OrphanDependents`: batch/v1
+    /// Jobs, for backwards compatibility). Default: no, dependents go in the background.
+    fn orphans_by_default(&self) -> bool {
+        false
+    }
+
     /// The kind's own hold on deletion (upstream: the namespace REST Delete and
     /// `ShouldDeleteNamespaceDuringUpdate`). Given an object before a DELETE (`old`) and as
     /// the REST layer marks it for deletion (`marked`), may change `marked` and returns
@@ -410,6 +417,7 @@ pub trait Kind: Send + Sync {
         requested: Option<i64>,
     ) -> Result<Option<i64>, ApiError>;
     fn hold_deletion(&self, old: &Value, marked: &mut Value) -> Result<bool, ApiError>;
+    fn orphans_by_default(&self) -> bool;
     fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError>;
     fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError>;
     /// The OpenAPI name of the type, `io.k8s.api.core.v1.Pod`.

@@ -468,7 +468,7 @@ impl<'a> Store<'a> {
     fn mark_for_deletion(&self, old: &Value, options: &DeleteOptions) -> Result<Value, ApiError> {
         let mut object = old.clone();
         let mut finalizers = object::finalizers(old);
-        propagation_finalizers(&mut finalizers, options)?;
+        propagation_finalizers(&mut finalizers, options, self.kind.orphans_by_default())?;
         object::set_finalizers(&mut object, &finalizers);
         let requested = self
             .kind
@@ -563,12 +563,18 @@ fn copy_status(from: &Value, to: &mut Value) {
 }
 
 /// Adds or removes the `orphan` and `foregroundDeletion` finalizers as the delete's
-/// propagation policy asks (upstream `deletionFinalizersForGarbageCollection`).
-/// Errors: 422-like 400 for an unknown policy or both policy and orphanDependents set.
+/// propagation policy asks (upstream `deletionFinalizersForGarbageCollection`). Without a
+/// policy, the object's own GC finalizers stay, else `orphan_by_default` (the kind's
+/// [`Kind::orphans_by_default`]) adds `orphan`. Errors: 422-like 400 for an unknown policy
+/// or both policy and orphanDependents set.
 fn propagation_finalizers(
     finalizers: &mut Vec<String>,
     options: &DeleteOptions,
+    orphan_by_default: bool,
 ) -> Result<(), ApiError> {
+    let has_gc_finalizer = finalizers
+        .iter()
+        .any(|f| f == FINALIZER_ORPHAN || f == FINALIZER_FOREGROUND);
     let policy = match (
         options.propagation_policy.as_deref(),
         options.orphan_dependents,
@@ -581,6 +587,7 @@ fn propagation_finalizers(
         (Some(policy), None) => Some(policy),
         (None, Some(true)) => Some("Orphan"),
         (None, Some(false)) => Some("Background"),
+        (None, None) if orphan_by_default && !has_gc_finalizer => Some("Orphan"),
         (None, None) => None,
     };
     let (add, remove): (Option<&str>, &[&str]) = match policy {
@@ -639,12 +646,33 @@ mod tests {
             ..Default::default()
         };
         let mut f = vec!["a".to_owned(), FINALIZER_ORPHAN.to_owned()];
-        propagation_finalizers(&mut f, &opts("Foreground")).unwrap();
+        propagation_finalizers(&mut f, &opts("Foreground"), false).unwrap();
         assert_eq!(f, ["a", FINALIZER_FOREGROUND]);
-        propagation_finalizers(&mut f, &opts("Orphan")).unwrap();
+        propagation_finalizers(&mut f, &opts("Orphan"), false).unwrap();
         assert_eq!(f, ["a", FINALIZER_ORPHAN]);
-        propagation_finalizers(&mut f, &opts("Background")).unwrap();
+        propagation_finalizers(&mut f, &opts("Background"), false).unwrap();
         assert_eq!(f, ["a"]);
-        assert!(propagation_finalizers(&mut f, &opts("Sideways")).is_err());
+        assert!(propagation_finalizers(&mut f, &opts("Sideways"), false).is_err());
+    }
+
+    #[test]
+    fn kinds_that_orphan_by_default_get_the_orphan_finalizer_without_a_policy() {
+        let none = DeleteOptions::default();
+        let mut f = vec!["a".to_owned()];
+        propagation_finalizers(&mut f, &none, false).unwrap();
+        assert_eq!(f, ["a"]);
+        propagation_finalizers(&mut f, &none, true).unwrap();
+        assert_eq!(f, ["a", FINALIZER_ORPHAN]);
+        // The object's own GC finalizer, or an explicit policy, wins over the default.
+        let mut foreground = vec![FINALIZER_FOREGROUND.to_owned()];
+        propagation_finalizers(&mut foreground, &none, true).unwrap();
+        assert_eq!(foreground, [FINALIZER_FOREGROUND]);
+        let background = DeleteOptions {
+            propagation_policy: Some("Background".into()),
+            ..Default::default()
+        };
+        let mut f = Vec::new();
+        propagation_finalizers(&mut f, &background, true).unwrap();
+        assert!(f.is_empty());
     }
 }

@@ -246,6 +246,32 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Forgets history before `revision` (values of older revisions and deleted keys).
     async fn compact(&self, revision: Revision) -> Result<()>;
+
+    /// One round of the compaction that every API server on the store shares (upstream
+    /// `compact` in `staging/src/k8s.io/apiserver/pkg/storage/etcd3/compact.go`): when no
+    /// other server took a turn since `round` was seen, this one takes it and compacts to
+    /// `round.revision` (nothing at revision 0, the first round); else it only learns the
+    /// other's turn. Returns the round to pass next time. Default, for stores only one
+    /// server uses (SQLite): always this server's turn.
+    async fn compact_round(&self, round: CompactionRound) -> Result<CompactionRound> {
+        if round.revision > 0 {
+            self.compact(round.revision).await?;
+        }
+        Ok(CompactionRound {
+            turns: round.turns + 1,
+            revision: self.current_revision().await?,
+        })
+    }
+}
+
+/// The shared compaction as one API server last saw it (upstream's compactor state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionRound {
+    /// Turns taken by all servers so far (on etcd: the version of the compact key).
+    pub turns: i64,
+    /// The store's revision then: what the next turn compacts to, so that at least one
+    /// interval of history stays.
+    pub revision: Revision,
 }
 
 /// The smallest key greater than every key starting with `prefix` (etcd's range end for

@@ -26,7 +26,7 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
-    Event, KeyValue, ListResult, Result, Revision, Storage, StorageError,
+    CompactionRound, Event, KeyValue, ListResult, Result, Revision, Storage, StorageError,
     WatchItem,
 };
 
@@ -165,6 +165,10 @@ impl Storage for WatchCache {
 
     async fn compact(&self, revision: Revision) -> Result<()> {
         self.backend.compact(revision).await
+    }
+
+    async fn compact_round(&self, round: CompactionRound) -> Result<CompactionRound> {
+        self.backend.compact_round(round).await
     }
 }
 

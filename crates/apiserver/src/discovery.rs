@@ -15,6 +15,7 @@
 //! and answered with the same media type and parameters as `Content-Type`. Every document is
 //! built once, when the router is built, and answered with an `ETag`.
 
+mod addresses;
 mod aggregated;
 mod document;
 mod order;
@@ -29,18 +30,18 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use axum::http::header::{ACCEPT, HOST};
+use axum::http::header::ACCEPT;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     APIGroup, APIGroupList, APIResource, APIResourceList, APIVersions, GroupVersionForDiscovery,
-    ServerAddressByClientCIDR,
 };
 use k8s_openapi::apimachinery::pkg::version::Info;
 
 use crate::error::ApiError;
 use crate::registry::{Kind, Registry};
 
+pub use addresses::ServerAddresses;
 pub(crate) use document::Document;
 pub use order::group_priority;
 
@@ -97,9 +98,12 @@ pub fn version_info() -> Info {
 }
 
 /// The routes of discovery and `/version`, answering from documents built here from
-/// `registry`.
-pub fn router<S: Clone + Send + Sync + 'static>(registry: &Registry) -> Router<S> {
-    let documents = Arc::new(Documents::build(registry));
+/// `registry`; `/api` names the server by `addresses`.
+pub fn router<S: Clone + Send + Sync + 'static>(
+    registry: &Registry,
+    addresses: ServerAddresses,
+) -> Router<S> {
+    let documents = Arc::new(Documents::build(registry, addresses));
     Router::new()
         .route("/version", get(version))
         .route("/api", get(api))
@@ -158,8 +162,10 @@ struct Documents {
     /// `/version`.
     version: Document,
     /// The versions of the core group (`/api`; its `serverAddressByClientCIDRs` depend on
-    /// the request).
+    /// the client).
     core_versions: Vec<String>,
+    /// Where clients reach the server.
+    addresses: ServerAddresses,
     /// `/apis` as `APIGroupList`.
     group_list: Document,
     /// `/apis/<group>` by group.
@@ -171,7 +177,7 @@ struct Documents {
 }
 
 impl Documents {
-    fn build(registry: &Registry) -> Self {
+    fn build(registry: &Registry, addresses: ServerAddresses) -> Self {
         let grouped = grouped(registry);
         let mut core_versions = Vec::new();
         let mut api_groups = Vec::new();
@@ -201,6 +207,7 @@ impl Documents {
         Documents {
             version: Document::json(&version_info()),
             core_versions,
+            addresses,
             group_list: Document::json(&group_list(api_groups)),
             groups,
             resources,
@@ -377,20 +384,17 @@ async fn version(State(docs): State<Arc<Documents>>, headers: HeaderMap) -> Resp
     }
 }
 
-async fn api(State(docs): State<Arc<Documents>>, headers: HeaderMap) -> Response {
+async fn api(
+    State(docs): State<Arc<Documents>>,
+    headers: HeaderMap,
+    extensions: axum::http::Extensions,
+) -> Response {
     match aggregated::negotiate(accept(&headers), true) {
         Some(aggregated::Format::Legacy) => {
-            // The address clients reach the server by: the one they asked for.
-            let server_address = headers
-                .get(HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or_default();
+            let client = addresses::client_ip(&headers, &extensions);
             let versions = APIVersions {
                 versions: docs.core_versions.clone(),
-                server_address_by_client_cidrs: vec![ServerAddressByClientCIDR {
-                    client_cidr: "0.0.0.0/0".to_owned(),
-                    server_address: server_address.to_owned(),
-                }],
+                server_address_by_client_cidrs: docs.addresses.for_client(client),
             };
             Document::json(&versions).respond(&headers, JSON)
         }
@@ -457,8 +461,8 @@ mod tests {
     use super::*;
 
     async fn get(path: &str, accept: Option<&str>) -> (StatusCode, HeaderMap, Value) {
-        let router: Router = router(&testing::registry());
-        let mut request = Request::get(path).header(HOST, "127.0.0.1:6443");
+        let router: Router = router(&testing::registry(), testing::addresses());
+        let mut request = Request::get(path);
         if let Some(accept) = accept {
             request = request.header(ACCEPT, accept);
         }
@@ -551,7 +555,7 @@ mod tests {
         assert_eq!(api["versions"], json!(["v1"]));
         assert_eq!(
             api["serverAddressByClientCIDRs"],
-            json!([{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}])
+            json!([{"clientCIDR": "0.0.0.0/0", "serverAddress": "192.168.1.10:6443"}])
         );
         let (_, _, apis) = get("/apis", None).await;
         assert_eq!(apis["kind"], "APIGroupList");

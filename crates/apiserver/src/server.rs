@@ -30,6 +30,7 @@ use crate::config::{ServerConfig, first_service_ip};
 use crate::health::{self, Health};
 use crate::proxy::KubeletClient;
 use crate::registry::Registry;
+use crate::registry::core::namespaces;
 use crate::storage::{self, Storage};
 use crate::{bootstrap, discovery, openapi, rest};
 use skiff_bootstrap::kubeconfig;
@@ -101,16 +102,31 @@ pub async fn run(
 
     let health = Health::new(storage.clone());
     let authenticator = Arc::new(Authenticator::new(tokens.clone(), storage));
-    let app = app(&state, &tokens, authenticator, health.clone());
+    let addresses = discovery::ServerAddresses::new(
+        advertise_address,
+        config.secure_port,
+        config.cluster.service_cluster_ip_range,
+        service_ip,
+    );
+    let app = app(&state, &tokens, authenticator, health.clone(), addresses);
     let listener = TcpListener::bind((config.bind_address, config.secure_port))
         .await
         .with_context(|| format!("binding {}:{}", config.bind_address, config.secure_port))?;
     tracing::info!(address = %listener.local_addr()?, kubeconfig = %config.data_dir.join(ADMIN_KUBECONFIG).display(), "API server serving");
-    serve(listener, tls_config(&pki)?, app, async move {
+    let tls = tls_config(&pki)?;
+    // The namespace controller's deletion, until Skiff has a controller manager.
+    let deleter_state = state.clone();
+    let deleter = tokio::spawn(async move {
+        let user = bootstrap::namespace_controller_user();
+        let objects = rest::objects::ServerObjects::new(&deleter_state, &user, false);
+        namespaces::deleter::run(&objects, namespaces::deleter::PASS_INTERVAL).await;
+    });
+    serve(listener, tls, app, async move {
         shutdown.await;
         health.shutting_down.store(true, Ordering::Relaxed);
     })
     .await;
+    deleter.abort();
     Ok(())
 }
 
@@ -120,6 +136,7 @@ fn app(
     tokens: &TokenIssuer,
     authenticator: Arc<Authenticator>,
     health: Arc<Health>,
+    addresses: discovery::ServerAddresses,
 ) -> Router {
     let jwks = tokens.jwks();
     let openid = tokens.openid_configuration();
@@ -133,7 +150,7 @@ fn app(
             get(move || std::future::ready(axum::Json(jwks.clone()))),
         )
         .merge(health::router(health))
-        .merge(discovery::router(&state.registry))
+        .merge(discovery::router(&state.registry, addresses))
         .merge(openapi::router(&state.registry))
         .merge(rest::router(state.clone()))
         .layer(axum::middleware::from_fn_with_state(
@@ -237,6 +254,9 @@ pub async fn serve(
             let service = hyper::service::service_fn(
                 move |mut request: hyper::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(user.clone());
+                    request
+                        .extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
                     app.clone().oneshot(request.map(Body::new))
                 },
             );

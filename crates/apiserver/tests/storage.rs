@@ -12,7 +12,8 @@ use skiff_apiserver::storage::etcd::{Etcd, EtcdOptions};
 use skiff_apiserver::storage::sqlite::{Sqlite, SqliteOptions};
 use skiff_apiserver::storage::watch_cache::{WatchCache, WatchCacheOptions};
 use skiff_apiserver::storage::{
-    DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, Result, Storage, StorageError, WatchItem,
+    CompactionRound, DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, Result, Storage,
+    StorageError, WatchItem,
 };
 use tempfile::TempDir;
 
@@ -491,7 +492,7 @@ async fn next_event(stream: &mut BoxStream<'static, Result<WatchItem>>) -> Event
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         if let WatchItem::Event(event) = next_item(stream, deadline).await {
-            return event;
+            return std::sync::Arc::unwrap_or_clone(event);
         }
     }
 }
@@ -506,4 +507,51 @@ async fn next_item(
         Ok(None) => panic!("watch ended"),
         Err(_) => panic!("no watch item within {WAIT:?}"),
     }
+}
+
+/// Two API servers on one etcd share the compaction (upstream's `compact_rev_key`): in each
+/// round one of them compacts, the other only learns that it did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_servers_on_one_etcd_take_turns_compacting() {
+    let store = Store::etcd().await;
+    let a = &store.storage;
+    let endpoint = store._etcd.as_ref().expect("etcd").endpoint().to_string();
+    let b = Etcd::connect(&[endpoint], EtcdOptions::default())
+        .await
+        .expect("second client");
+    // Round 1: A takes the turn (nothing to compact yet); B's round learns it.
+    let a_round = a.compact_round(CompactionRound::default()).await.unwrap();
+    assert_eq!(a_round.turns, 1);
+    let b_round = b.compact_round(CompactionRound::default()).await.unwrap();
+    assert_eq!(b_round.turns, 1);
+
+    let first = a.create(&pod("ns", "x"), b"1".to_vec()).await.unwrap();
+    let second = a
+        .update(&first.key, b"2".to_vec(), first.mod_revision)
+        .await
+        .unwrap();
+    // Round 2: B goes first and compacts to what it saw in round 1; A, a moment later
+    // with the same turn and a later revision, must not compact too.
+    let b_next = b.compact_round(b_round).await.unwrap();
+    assert_eq!(b_next.turns, 2);
+    let a_view = CompactionRound {
+        revision: second.mod_revision,
+        ..a_round
+    };
+    let a_next = a.compact_round(a_view).await.unwrap();
+    assert_eq!(a_next.turns, 2);
+    let at_first = a.list(PODS, None, 0, Some(first.mod_revision)).await;
+    assert!(at_first.is_ok(), "A compacted in B's round: {at_first:?}");
+    assert!(matches!(
+        a.list(PODS, None, 0, Some(b_round.revision - 1)).await,
+        Err(StorageError::Compacted { .. })
+    ));
+
+    // Round 3: A's turn, to the revision it saw in round 2.
+    let a_last = a.compact_round(a_next).await.unwrap();
+    assert_eq!(a_last.turns, 3);
+    assert!(matches!(
+        a.list(PODS, None, 0, Some(first.mod_revision)).await,
+        Err(StorageError::Compacted { .. })
+    ));
 }

@@ -78,7 +78,7 @@ async fn serve() -> (String, Log) {
         .route("/api/v1/{*path}", any(objects))
         .route("/apis/{group}/{version}/{*path}", any(objects))
         .with_state(store);
-    let app: Router = super::router(&registry)
+    let app: Router = super::router(&registry, super::testing::addresses())
         .merge(crate::openapi::router(&registry))
         .merge(rest)
         .layer(axum::middleware::from_fn(

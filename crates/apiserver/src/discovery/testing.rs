@@ -133,6 +133,18 @@ pub fn registry() -> Registry {
     registry
 }
 
+/// A server at 192.168.1.10:6443 with service network 10.96.0.0/12.
+pub fn addresses() -> super::ServerAddresses {
+    let network =
+        ipnet::IpNet::from(ipnet::Ipv4Net::new([10, 96, 0, 0].into(), 12).unwrap_or_default());
+    super::ServerAddresses::new(
+        [192, 168, 1, 10].into(),
+        6443,
+        network,
+        [10, 96, 0, 1].into(),
+    )
+}
+
 /// `events.k8s.io/v1` events and `batch/v1` jobs: groups upstream orders by priority
 /// (events before batch), not by name.
 pub struct Events;

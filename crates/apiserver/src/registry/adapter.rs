@@ -192,6 +192,20 @@ impl<S: Strategy> Kind for Adapter<S> {
             .graceful_delete(&self.typed(object)?, requested))
     }
 
+    fn orphans_by_default(&self) -> bool {
+        self.strategy.orphans_by_default()
+    }
+
+    /// `marked` is re-encoded only when the kind holds it.
+    fn hold_deletion(&self, old: &Value, marked: &mut Value) -> Result<bool, ApiError> {
+        let mut typed = self.typed(marked)?;
+        let held = self.strategy.hold_deletion(&self.typed(old)?, &mut typed);
+        if held {
+            *marked = encode(&typed)?;
+        }
+        Ok(held)
+    }
+
     fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError> {
         self.strategy.encode_for_storage(object)
     }

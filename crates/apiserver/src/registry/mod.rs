@@ -315,8 +315,8 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// Work when a DELETE request reaches an object, before the REST layer applies graceful
-    /// deletion and finalizers (upstream: a kind's own REST Delete). Namespaces delete
-    /// their content here; an error refuses the delete.
+    /// deletion and finalizers (upstream: a kind's own REST Delete); an error refuses the
+    /// delete.
     async fn before_delete(
         &self,
         _ctx: &Context<'_>,
@@ -359,6 +359,24 @@ pub trait Strategy: Send + Sync + 'static {
     fn graceful_delete(&self, _object: &Self::Object, _requested: Option<i64>) -> Option<i64> {
         None
     }
+
+    /// Whether a delete without a propagation policy orphans the object's dependents
+    /// (upstream's `DefaultGarbageCollectionPolicy` returning `OrphanDependents`: batch/v1
+    /// Jobs, for backwards compatibility). Default: no, dependents go in the background.
+    fn orphans_by_default(&self) -> bool {
+        false
+    }
+
+    /// The kind's own hold on deletion (upstream: the namespace REST Delete and
+    /// `ShouldDeleteNamespaceDuringUpdate`). Given an object before a DELETE (`old`) and as
+    /// the REST layer marks it for deletion (`marked`), may change `marked` and returns
+    /// whether the object stays in the store, marked, although neither
+    /// `metadata.finalizers` nor a grace period keep it (a namespace on its first delete,
+    /// and while its `spec.finalizers` remain). An update that removes the last
+    /// `metadata.finalizers` of a held object leaves it in the store too. Default: no hold.
+    fn hold_deletion(&self, _old: &Self::Object, _marked: &mut Self::Object) -> bool {
+        false
+    }
 }
 
 /// A kind with its type erased: what the REST layer, discovery and OpenAPI use.
@@ -398,6 +416,8 @@ pub trait Kind: Send + Sync {
         object: &Value,
         requested: Option<i64>,
     ) -> Result<Option<i64>, ApiError>;
+    fn hold_deletion(&self, old: &Value, marked: &mut Value) -> Result<bool, ApiError>;
+    fn orphans_by_default(&self) -> bool;
     fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError>;
     fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError>;
     /// The OpenAPI name of the type, `io.k8s.api.core.v1.Pod`.

@@ -66,6 +66,22 @@ async fn options(call: &Call, request: Request) -> Result<(DeleteOptions, bool),
     Ok((options, dry_run))
 }
 
+/// Upstream's warning on deleting a kind that orphans by default (batch/v1 Jobs) without a
+/// propagation policy.
+const ORPHAN_WARNING: &str = "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning";
+
+/// The warnings of a delete with `options` (upstream's job REST Delete and
+/// DeleteCollection).
+fn warnings(call: &Call, options: &DeleteOptions) -> Vec<String> {
+    let default_policy =
+        options.propagation_policy.is_none() && options.orphan_dependents.is_none();
+    if default_policy && call.kind.orphans_by_default() {
+        vec![ORPHAN_WARNING.to_owned()]
+    } else {
+        Vec::new()
+    }
+}
+
 /// The Status Success of an object removed at once (upstream `finalizeDelete`).
 fn success(call: &Call, object: &Value) -> Value {
     let info = call.kind.info();
@@ -99,7 +115,7 @@ pub async fn serve(call: &Call, request: Request) -> Result<Response, ApiError> 
         Deleted::Now(object) if !call.kind.return_deleted_object() => success(call, &object),
         Deleted::Now(object) | Deleted::Pending(object) => object,
     };
-    Ok(call.respond(StatusCode::OK, &body, &[]))
+    Ok(call.respond(StatusCode::OK, &body, &warnings(call, &options)))
 }
 
 /// Serves `DELETE .../<plural>` (deletecollection): deletes every object the selectors
@@ -131,5 +147,5 @@ pub async fn serve_collection(call: &Call, request: Request) -> Result<Response,
         }
     }
     let body = list::list_object(call.kind.info(), items, json!({}));
-    Ok(call.respond(StatusCode::OK, &body, &[]))
+    Ok(call.respond(StatusCode::OK, &body, &warnings(call, &options)))
 }

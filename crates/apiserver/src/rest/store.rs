@@ -4,6 +4,7 @@
 //! handlers and [`super::objects`] both go through it, so that every write follows the
 //! same rules.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
 use serde_json::Value;
 use skiff_api::field::ErrorList;
 
@@ -151,7 +152,7 @@ impl<'a> Store<'a> {
     ) -> Result<Value, ApiError> {
         meta::set_identity(self.kind, &mut object, namespace)?;
         if let Some(ns) = namespace.filter(|_| self.kind.info().namespaced) {
-            self.check_namespace(ns).await?;
+            self.check_namespace(ns, &object).await?;
         }
         self.kind.default(&mut object)?;
         meta::prepare_create(self.kind, &mut object)?;
@@ -194,8 +195,10 @@ impl<'a> Store<'a> {
     }
 
     /// Upstream's NamespaceLifecycle admission: the namespace must exist and not be
-    /// terminating. Skipped when the registry serves no namespaces (tests).
-    async fn check_namespace(&self, namespace: &str) -> Result<(), ApiError> {
+    /// terminating (403 `configmaps "x" is forbidden: unable to create new content in
+    /// namespace <ns> because it is being terminated`, with a `NamespaceTerminating` cause).
+    /// Skipped when the registry serves no namespaces (tests).
+    async fn check_namespace(&self, namespace: &str, object: &Value) -> Result<(), ApiError> {
         let Some(kind) = self
             .state
             .registry
@@ -207,16 +210,28 @@ impl<'a> Store<'a> {
         let found = namespaces.get(None, namespace).await?;
         let terminating =
             found.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
-        if terminating || meta_get(&found, "deletionTimestamp").is_some() {
-            return Err(ApiError::new(
-                403,
-                "Forbidden",
-                format!(
-                    "unable to create new content in namespace {namespace} because it is being terminated"
-                ),
-            ));
+        if !terminating && meta_get(&found, "deletionTimestamp").is_none() {
+            return Ok(());
         }
-        Ok(())
+        // Upstream names the object by its generateName before a name is generated.
+        let name = Some(meta_string(object, "name"))
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| meta_string(object, "generateName"));
+        let mut error = ApiError::forbidden(
+            &self.resource(),
+            &name,
+            &format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+        );
+        if let Some(details) = error.details.as_mut() {
+            details.causes = Some(vec![StatusCause {
+                reason: Some("NamespaceTerminating".to_owned()),
+                message: Some(format!("namespace {namespace} is being terminated")),
+                field: Some("metadata.namespace".to_owned()),
+            }]);
+        }
+        Err(error)
     }
 
     /// Updates object `name` with the object `build` makes from the current one
@@ -275,7 +290,9 @@ impl<'a> Store<'a> {
             if new == old {
                 return Ok((old, false));
             }
-            if should_delete_during_update(&new, &old) {
+            if should_delete_during_update(&new, &old)
+                && !self.kind.hold_deletion(&new, &mut new.clone())?
+            {
                 if ctx.dry_run {
                     return Ok((new, false));
                 }
@@ -353,8 +370,9 @@ impl<'a> Store<'a> {
     }
 
     /// Deletes object `name` (upstream Store.Delete with BeforeDelete): preconditions,
-    /// propagation-policy finalizers, graceful deletion; an object with finalizers or a
-    /// grace period is marked (deletionTimestamp) instead of removed.
+    /// propagation-policy finalizers, graceful deletion; an object with finalizers, a
+    /// grace period or the kind's hold ([`Kind::hold_deletion`]) is marked
+    /// (deletionTimestamp) instead of removed.
     pub async fn delete(
         &self,
         ctx: &Context<'_>,
@@ -370,11 +388,16 @@ impl<'a> Store<'a> {
             let old = self.decode(&kv)?;
             self.check_preconditions(&old, name, options)?;
             self.kind.before_delete(ctx, &old).await?;
-            let marked = self.mark_for_deletion(&old, options)?;
+            let mut marked = self.mark_for_deletion(&old, options)?;
+            let held = self.kind.hold_deletion(&old, &mut marked)?;
+            if held && meta_get(&marked, "deletionTimestamp").is_none() {
+                let now = object::timestamp(chrono::Utc::now());
+                set_meta(&mut marked, "deletionTimestamp", Some(now.into()));
+            }
             let grace = meta_get(&marked, "deletionGracePeriodSeconds")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
-            if object::finalizers(&marked).is_empty() && grace == 0 {
+            if !held && object::finalizers(&marked).is_empty() && grace == 0 {
                 if ctx.dry_run {
                     return Ok(Deleted::Now(old));
                 }
@@ -445,7 +468,7 @@ impl<'a> Store<'a> {
     fn mark_for_deletion(&self, old: &Value, options: &DeleteOptions) -> Result<Value, ApiError> {
         let mut object = old.clone();
         let mut finalizers = object::finalizers(old);
-        propagation_finalizers(&mut finalizers, options)?;
+        propagation_finalizers(&mut finalizers, options, self.kind.orphans_by_default())?;
         object::set_finalizers(&mut object, &finalizers);
         let requested = self
             .kind
@@ -540,12 +563,18 @@ fn copy_status(from: &Value, to: &mut Value) {
 }
 
 /// Adds or removes the `orphan` and `foregroundDeletion` finalizers as the delete's
-/// propagation policy asks (upstream `deletionFinalizersForGarbageCollection`).
-/// Errors: 422-like 400 for an unknown policy or both policy and orphanDependents set.
+/// propagation policy asks (upstream `deletionFinalizersForGarbageCollection`). Without a
+/// policy, the object's own GC finalizers stay, else `orphan_by_default` (the kind's
+/// [`Kind::orphans_by_default`]) adds `orphan`. Errors: 422-like 400 for an unknown policy
+/// or both policy and orphanDependents set.
 fn propagation_finalizers(
     finalizers: &mut Vec<String>,
     options: &DeleteOptions,
+    orphan_by_default: bool,
 ) -> Result<(), ApiError> {
+    let has_gc_finalizer = finalizers
+        .iter()
+        .any(|f| f == FINALIZER_ORPHAN || f == FINALIZER_FOREGROUND);
     let policy = match (
         options.propagation_policy.as_deref(),
         options.orphan_dependents,
@@ -558,6 +587,7 @@ fn propagation_finalizers(
         (Some(policy), None) => Some(policy),
         (None, Some(true)) => Some("Orphan"),
         (None, Some(false)) => Some("Background"),
+        (None, None) if orphan_by_default && !has_gc_finalizer => Some("Orphan"),
         (None, None) => None,
     };
     let (add, remove): (Option<&str>, &[&str]) = match policy {
@@ -616,12 +646,33 @@ mod tests {
             ..Default::default()
         };
         let mut f = vec!["a".to_owned(), FINALIZER_ORPHAN.to_owned()];
-        propagation_finalizers(&mut f, &opts("Foreground")).unwrap();
+        propagation_finalizers(&mut f, &opts("Foreground"), false).unwrap();
         assert_eq!(f, ["a", FINALIZER_FOREGROUND]);
-        propagation_finalizers(&mut f, &opts("Orphan")).unwrap();
+        propagation_finalizers(&mut f, &opts("Orphan"), false).unwrap();
         assert_eq!(f, ["a", FINALIZER_ORPHAN]);
-        propagation_finalizers(&mut f, &opts("Background")).unwrap();
+        propagation_finalizers(&mut f, &opts("Background"), false).unwrap();
         assert_eq!(f, ["a"]);
-        assert!(propagation_finalizers(&mut f, &opts("Sideways")).is_err());
+        assert!(propagation_finalizers(&mut f, &opts("Sideways"), false).is_err());
+    }
+
+    #[test]
+    fn kinds_that_orphan_by_default_get_the_orphan_finalizer_without_a_policy() {
+        let none = DeleteOptions::default();
+        let mut f = vec!["a".to_owned()];
+        propagation_finalizers(&mut f, &none, false).unwrap();
+        assert_eq!(f, ["a"]);
+        propagation_finalizers(&mut f, &none, true).unwrap();
+        assert_eq!(f, ["a", FINALIZER_ORPHAN]);
+        // The object's own GC finalizer, or an explicit policy, wins over the default.
+        let mut foreground = vec![FINALIZER_FOREGROUND.to_owned()];
+        propagation_finalizers(&mut foreground, &none, true).unwrap();
+        assert_eq!(foreground, [FINALIZER_FOREGROUND]);
+        let background = DeleteOptions {
+            propagation_policy: Some("Background".into()),
+            ..Default::default()
+        };
+        let mut f = Vec::new();
+        propagation_finalizers(&mut f, &background, true).unwrap();
+        assert!(f.is_empty());
     }
 }

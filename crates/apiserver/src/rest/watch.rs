@@ -7,8 +7,14 @@
 //! of them. With a resourceVersion N the changes after N come. Selectors apply to the old
 //! and new state (an object leaving the selection is DELETED, one entering it ADDED).
 //! A compacted N ends the stream with an ERROR event carrying a 410 Expired Status.
+//!
+//! An event fans out to every watcher of its kind as one shared value: the decoded
+//! objects and the JSON of the object are made once per event and kept with it
+//! ([`crate::storage::Encodings`], upstream's `cachingObject`); each watcher only checks
+//! its selectors and frames the line.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -29,7 +35,7 @@ use super::request::Call;
 use super::store::Store;
 use super::table;
 use crate::error::ApiError;
-use crate::storage::{Event, EventType, Revision, WatchItem};
+use crate::storage::{Encodings, Event, EventType, KeyValue, Revision, WatchItem};
 
 /// Upstream's `--min-request-timeout`: watches without timeoutSeconds last between this
 /// and twice this.
@@ -78,9 +84,17 @@ pub async fn serve(call: Call) -> Result<Response, ApiError> {
 
 /// One line of the stream.
 fn event_line(kind: &str, object: &Value) -> Bytes {
-    let mut line =
-        serde_json::to_vec(&json!({ "type": kind, "object": object })).unwrap_or_default();
-    line.push(b'\n');
+    framed_line(kind, &serde_json::to_vec(object).unwrap_or_default())
+}
+
+/// One line of the stream around an object's JSON: `{"type":"<kind>","object":<json>}`.
+fn framed_line(kind: &str, object_json: &[u8]) -> Bytes {
+    let mut line = Vec::with_capacity(object_json.len() + kind.len() + 24);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object_json);
+    line.extend_from_slice(b"}\n");
     Bytes::from(line)
 }
 
@@ -102,19 +116,64 @@ impl Watch<'_> {
     /// Sends one event; `Err(Closed)` when the client went away.
     async fn send(&self, kind: &str, object: Value) -> Result<(), Closed> {
         let object = match (kind, self.call.output.shape) {
-            ("ADDED" | "MODIFIED" | "DELETED", Shape::Table) => table::table(
-                self.call.kind.as_ref(),
-                std::slice::from_ref(&object),
-                json!({}),
-                self.call.params.include_object,
-            )
-            .unwrap_or(object),
+            ("ADDED" | "MODIFIED" | "DELETED", Shape::Table) => {
+                self.table(&object).unwrap_or(object)
+            }
             _ => object,
         };
-        self.tx
-            .send(event_line(kind, &object))
-            .await
-            .map_err(|_| Closed)
+        self.send_line(event_line(kind, &object)).await
+    }
+
+    /// Sends a change of the store: the object's JSON is the event's shared one (made by
+    /// the first watcher that sends it), tables are made per watcher.
+    async fn send_change(&self, kind: &str, event: &Event, object: &Value) -> Result<(), Stop> {
+        let line = match self.call.output.shape {
+            Shape::Table => match self.table(object) {
+                Ok(table) => event_line(kind, &table),
+                Err(_) => event_line(kind, object),
+            },
+            _ => {
+                let key = format!("json:{}", self.form());
+                let json = event.encodings.get_or_try_insert(&key, || {
+                    serde_json::to_vec(object).map_err(ApiError::internal)
+                })?;
+                framed_line(kind, &json)
+            }
+        };
+        Ok(self.send_line(line).await?)
+    }
+
+    async fn send_line(&self, line: Bytes) -> Result<(), Closed> {
+        self.tx.send(line).await.map_err(|_| Closed)
+    }
+
+    /// The watch's object as a one-row Table.
+    fn table(&self, object: &Value) -> Result<Value, ApiError> {
+        table::table(
+            self.call.kind.as_ref(),
+            std::slice::from_ref(object),
+            json!({}),
+            self.call.params.include_object,
+        )
+    }
+
+    /// What the forms of an event's objects depend on: the kind and version served.
+    fn form(&self) -> String {
+        let info = self.call.kind.info();
+        format!("{}/{}", info.api_version(), info.kind)
+    }
+
+    /// An event's value (`side` names it: `new` or `old`) decoded as the watch's kind,
+    /// shared between the event's watchers.
+    fn decoded(
+        &self,
+        store: &Store<'_>,
+        encodings: &Encodings,
+        side: &str,
+        kv: &KeyValue,
+    ) -> Result<Arc<Value>, ApiError> {
+        let key = format!("{side}:{}", self.form());
+        encodings.get_or_try_insert(&key, || store.decode(kv))
     }
 
     /// A BOOKMARK object: the kind with only `metadata.resourceVersion` (and annotations).
@@ -199,34 +258,39 @@ impl Watch<'_> {
                 }
                 Some(Ok(WatchItem::Event(event))) => {
                     if let Some((kind, object)) = self.translate(&store, &event)? {
-                        self.send(kind, object).await?;
+                        self.send_change(kind, &event, &object).await?;
                     }
                 }
             }
         }
     }
 
-    /// The event a watcher with selectors sees for a change, if any.
+    /// The event a watcher with selectors sees for a change, if any, and its object.
     fn translate(
         &self,
         store: &Store<'_>,
         event: &Event,
-    ) -> Result<Option<(&'static str, Value)>, ApiError> {
-        let new = store.decode(&event.kv)?;
+    ) -> Result<Option<(&'static str, Arc<Value>)>, ApiError> {
+        let new = self.decoded(store, &event.encodings, "new", &event.kv)?;
         let new_selected = self.selects(&new)?;
-        let old_selected = match &event.prev {
-            Some(prev) => self.selects(&store.decode(prev)?)?,
-            None => false,
-        };
         let kind = match event.kind {
             EventType::Added => new_selected.then_some("ADDED"),
             EventType::Deleted => new_selected.then_some("DELETED"),
-            EventType::Modified => match (old_selected, new_selected) {
-                (true, true) => Some("MODIFIED"),
-                (false, true) => Some("ADDED"),
-                (true, false) => Some("DELETED"),
-                (false, false) => None,
-            },
+            EventType::Modified => {
+                let old_selected = match &event.prev {
+                    Some(prev) => {
+                        let old = self.decoded(store, &event.encodings, "old", prev)?;
+                        self.selects(&old)?
+                    }
+                    None => false,
+                };
+                match (old_selected, new_selected) {
+                    (true, true) => Some("MODIFIED"),
+                    (false, true) => Some("ADDED"),
+                    (true, false) => Some("DELETED"),
+                    (false, false) => None,
+                }
+            }
         };
         Ok(kind.map(|kind| (kind, new)))
     }

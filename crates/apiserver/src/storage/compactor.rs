@@ -1,13 +1,14 @@
 //! Periodic compaction, as the upstream API server's compactor
 //! (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/compact.go`): every interval (5
-//! minutes upstream and by default here), compact to the revision seen at the previous
-//! tick, so at least one interval of history stays available to watches and paginated
-//! lists, and older history does not grow without bound.
+//! minutes upstream and by default here), a round of [`Storage::compact_round`] compacts
+//! to the revision seen a round earlier, so at least one interval of history stays
+//! available to watches and paginated lists, and older history does not grow without
+//! bound. Several API servers on one etcd share the rounds: one compacts per interval.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::{Revision, Storage};
+use super::{CompactionRound, Storage};
 
 /// Upstream's `--etcd-compaction-interval` default.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5 * 60);
@@ -16,7 +17,7 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5 * 60);
 pub fn spawn(storage: &Arc<dyn Storage>, interval: Duration) -> tokio::task::JoinHandle<()> {
     let storage: Weak<dyn Storage> = Arc::downgrade(storage);
     tokio::spawn(async move {
-        let mut previous: Option<Revision> = None;
+        let mut round = CompactionRound::default();
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
@@ -25,20 +26,12 @@ pub fn spawn(storage: &Arc<dyn Storage>, interval: Duration) -> tokio::task::Joi
             let Some(storage) = storage.upgrade() else {
                 return;
             };
-            let current = match storage.current_revision().await {
-                Ok(current) => current,
+            match storage.compact_round(round).await {
+                Ok(next) => round = next,
                 Err(e) => {
-                    tracing::warn!(error = %e, "compaction: cannot read the current revision");
-                    continue;
-                }
-            };
-            if let Some(revision) = previous.filter(|&revision| revision > 0) {
-                match storage.compact(revision).await {
-                    Ok(()) => tracing::debug!(revision, "compacted"),
-                    Err(e) => tracing::warn!(revision, error = %e, "compaction failed"),
+                    tracing::warn!(revision = round.revision, error = %e, "compaction failed")
                 }
             }
-            previous = Some(current);
         }
     })
 }

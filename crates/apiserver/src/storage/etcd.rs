@@ -7,6 +7,7 @@
 //! is an etcd watch from `after + 1` with the previous values, and idle watches ask etcd
 //! for progress notes every interval (etcd's own progress notify defaults to 10 minutes).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
@@ -18,9 +19,14 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
-    DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, ListResult, Result, Revision, Storage,
-    StorageError, WatchItem, check_size, prefix_end,
+    CompactionRound, DEFAULT_MAX_OBJECT_BYTES, Event, EventType, KeyValue, ListResult, Result,
+    Revision, Storage, StorageError, WatchItem, check_size, prefix_end,
 };
+
+/// The key whose version counts the compactions of all API servers on the cluster and
+/// whose value is the last one's revision (upstream's `compact_rev_key`, outside
+/// `/registry`).
+const COMPACT_KEY: &str = "compact_rev_key";
 
 /// etcd's message when a read or watch asks for a compacted revision.
 const COMPACTED_MESSAGE: &str = "required revision has been compacted";
@@ -268,6 +274,35 @@ impl Storage for Etcd {
             Err(e) => Err(unavailable(e)),
         }
     }
+
+    /// A transaction on the version of [`COMPACT_KEY`] (upstream's `compact_rev_key`):
+    /// when it is still `round.turns`, the key is written (its version becomes the next
+    /// turn) and this server compacts; else the key's version tells whose turn it was.
+    async fn compact_round(&self, round: CompactionRound) -> Result<CompactionRound> {
+        let txn = Txn::new()
+            .when([Compare::version(COMPACT_KEY, CompareOp::Equal, round.turns)])
+            .and_then([TxnOp::put(COMPACT_KEY, round.revision.to_string(), None)])
+            .or_else([TxnOp::get(COMPACT_KEY, None)]);
+        let response = self.txn(txn, 0).await?;
+        let revision = header_revision(response.header());
+        if !response.succeeded() {
+            let turns = response.op_responses().into_iter().find_map(|r| match r {
+                TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.version()),
+                _ => None,
+            });
+            return Ok(CompactionRound {
+                turns: turns.unwrap_or(0),
+                revision,
+            });
+        }
+        if round.revision > 0 {
+            self.compact(round.revision).await?;
+        }
+        Ok(CompactionRound {
+            turns: round.turns + 1,
+            revision,
+        })
+    }
 }
 
 /// One etcd watch, forwarded to its consumer.
@@ -345,7 +380,7 @@ fn watch_items(response: WatchResponse, after: Revision) -> Vec<Result<WatchItem
     response
         .events()
         .iter()
-        .map(|event| watch_event(event).map(WatchItem::Event))
+        .map(|event| watch_event(event).map(|event| WatchItem::Event(Arc::new(event))))
         .collect()
 }
 
@@ -365,11 +400,7 @@ fn watch_event(event: &etcd_client::Event) -> Result<Event> {
             },
             None => key,
         };
-        return Ok(Event {
-            kind: EventType::Deleted,
-            kv,
-            prev,
-        });
+        return Ok(Event::new(EventType::Deleted, kv, prev));
     }
     let kv = key_value(kv)?;
     let kind = if kv.create_revision == kv.mod_revision {
@@ -377,7 +408,7 @@ fn watch_event(event: &etcd_client::Event) -> Result<Event> {
     } else {
         EventType::Modified
     };
-    Ok(Event { kind, kv, prev })
+    Ok(Event::new(kind, kv, prev))
 }
 
 /// Fails with [`StorageError::Compacted`] when reads at `after` are no longer possible

@@ -10,6 +10,10 @@
 //! keeps a window of recent events per resource in memory and fans them out to watchers;
 //! [`open`] builds the configured backend behind it and starts the periodic compaction.
 
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use futures::stream::BoxStream;
 
 pub mod compactor;
@@ -70,13 +74,100 @@ pub struct Event {
     /// The value before the change (for Modified and Deleted), so that a watch with a
     /// selector can send DELETED when an object stops matching.
     pub prev: Option<KeyValue>,
+    /// The forms the API layer made of the values, shared by every watcher of the event.
+    pub encodings: Encodings,
+}
+
+impl Event {
+    /// An event without encodings yet.
+    pub fn new(kind: EventType, kv: KeyValue, prev: Option<KeyValue>) -> Event {
+        Event {
+            kind,
+            kv,
+            prev,
+            encodings: Encodings::default(),
+        }
+    }
+}
+
+/// Forms of an event's values (decoded objects, serialized bytes) that the API layer
+/// computes on first use and shares between every watcher the event fans out to, so that
+/// 100 watchers of a kind cost one decode and one serialization per event, not 100
+/// (upstream's `cachingObject`, which keeps each serialization of a watch event's object).
+///
+/// Keys name the form, including everything it depends on (the kind and version, the
+/// encoding). A copy of an event starts without forms; forms never make events unequal.
+#[derive(Default)]
+pub struct Encodings(Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>);
+
+impl Encodings {
+    /// The form named `key`, made by `make` if no watcher made it yet (two watchers asking
+    /// at once may both make it; the first stored is kept). A stored form of another type
+    /// than `T` under `key` is replaced.
+    pub fn get_or_try_insert<T, E>(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> std::result::Result<T, E>,
+    ) -> std::result::Result<Arc<T>, E>
+    where
+        T: Any + Send + Sync,
+    {
+        if let Some(found) = self.get::<T>(key) {
+            return Ok(found);
+        }
+        let made = Arc::new(make()?);
+        let mut forms = self.forms();
+        if let Some(found) = forms
+            .get(key)
+            .and_then(|form| Arc::clone(form).downcast::<T>().ok())
+        {
+            return Ok(found);
+        }
+        forms.insert(
+            key.to_owned(),
+            Arc::clone(&made) as Arc<dyn Any + Send + Sync>,
+        );
+        Ok(made)
+    }
+
+    fn get<T: Any + Send + Sync>(&self, key: &str) -> Option<Arc<T>> {
+        let form = Arc::clone(self.forms().get(key)?);
+        form.downcast::<T>().ok()
+    }
+
+    fn forms(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<dyn Any + Send + Sync>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Clone for Encodings {
+    fn clone(&self) -> Self {
+        Encodings::default()
+    }
+}
+
+impl PartialEq for Encodings {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Encodings {}
+
+impl std::fmt::Debug for Encodings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut keys: Vec<String> = self.forms().keys().cloned().collect();
+        keys.sort();
+        f.debug_tuple("Encodings").field(&keys).finish()
+    }
 }
 
 /// A watch's items: changes in revision order, and progress notes (no change under the
-/// prefix up to this revision) from which the REST layer writes BOOKMARK events.
+/// prefix up to this revision) from which the REST layer writes BOOKMARK events. Events
+/// are shared: a fan-out to many watchers hands each the same [`Event`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchItem {
-    Event(Event),
+    Event(Arc<Event>),
     Progress(Revision),
 }
 
@@ -155,6 +246,32 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Forgets history before `revision` (values of older revisions and deleted keys).
     async fn compact(&self, revision: Revision) -> Result<()>;
+
+    /// One round of the compaction that every API server on the store shares (upstream
+    /// `compact` in `staging/src/k8s.io/apiserver/pkg/storage/etcd3/compact.go`): when no
+    /// other server took a turn since `round` was seen, this one takes it and compacts to
+    /// `round.revision` (nothing at revision 0, the first round); else it only learns the
+    /// other's turn. Returns the round to pass next time. Default, for stores only one
+    /// server uses (SQLite): always this server's turn.
+    async fn compact_round(&self, round: CompactionRound) -> Result<CompactionRound> {
+        if round.revision > 0 {
+            self.compact(round.revision).await?;
+        }
+        Ok(CompactionRound {
+            turns: round.turns + 1,
+            revision: self.current_revision().await?,
+        })
+    }
+}
+
+/// The shared compaction as one API server last saw it (upstream's compactor state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionRound {
+    /// Turns taken by all servers so far (on etcd: the version of the compact key).
+    pub turns: i64,
+    /// The store's revision then: what the next turn compacts to, so that at least one
+    /// interval of history stays.
+    pub revision: Revision,
 }
 
 /// The smallest key greater than every key starting with `prefix` (etcd's range end for
@@ -206,5 +323,31 @@ mod tests {
             check_size(&[0; 5], 4),
             Err(StorageError::TooLarge { size: 5, limit: 4 })
         );
+    }
+
+    #[test]
+    fn encodings_make_each_form_once_and_share_it() {
+        let encodings = Encodings::default();
+        let mut made = 0;
+        for _ in 0..3 {
+            let form = encodings.get_or_try_insert("json:v1/Pod", || {
+                made += 1;
+                Ok::<_, ()>(b"{}".to_vec())
+            });
+            assert_eq!(form.as_deref(), Ok(&b"{}".to_vec()));
+        }
+        assert_eq!(made, 1);
+        // Another key is another form; a failed make stores nothing.
+        let failed = encodings.get_or_try_insert::<Vec<u8>, _>("json:v2/Pod", || Err("bad"));
+        assert_eq!(failed, Err("bad"));
+        let other = encodings.get_or_try_insert("json:v2/Pod", || Ok::<_, ()>(vec![1]));
+        assert_eq!(other.as_deref(), Ok(&vec![1]));
+        let first = encodings.get_or_try_insert("json:v1/Pod", || Ok::<Vec<u8>, ()>(vec![]));
+        let again = encodings.get_or_try_insert("json:v1/Pod", || Ok::<Vec<u8>, ()>(vec![]));
+        assert!(Arc::ptr_eq(&first.unwrap(), &again.unwrap()));
+        // Copies start empty and compare equal.
+        let copy = encodings.clone();
+        assert_eq!(format!("{copy:?}"), "Encodings([])");
+        assert_eq!(copy, encodings);
     }
 }

@@ -25,7 +25,10 @@ use futures::stream::{self, BoxStream};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{Event, KeyValue, ListResult, Result, Revision, Storage, StorageError, WatchItem};
+use super::{
+    CompactionRound, Event, KeyValue, ListResult, Result, Revision, Storage, StorageError,
+    WatchItem,
+};
 
 /// Settings of the watch cache.
 #[derive(Debug, Clone)]
@@ -163,6 +166,10 @@ impl Storage for WatchCache {
     async fn compact(&self, revision: Revision) -> Result<()> {
         self.backend.compact(revision).await
     }
+
+    async fn compact_round(&self, round: CompactionRound) -> Result<CompactionRound> {
+        self.backend.compact_round(round).await
+    }
 }
 
 /// `/registry/<resource>/` for a prefix or key below it (`/registry/pods/default/`), the
@@ -238,7 +245,7 @@ impl Resource {
                 // Live items can precede a future `after`: the watch starts after it.
                 let item = match item {
                     Item::Event(event) if event.kv.mod_revision > after => {
-                        Some(Ok(WatchItem::Event(Event::clone(&event))))
+                        Some(Ok(WatchItem::Event(event)))
                     }
                     Item::Progress(revision) if revision >= after => {
                         Some(Ok(WatchItem::Progress(revision)))
@@ -252,10 +259,9 @@ impl Resource {
 }
 
 impl State {
-    /// Adds an event to the window and sends it to the watchers of its key, closing the
-    /// ones that cannot take it.
-    fn push(&mut self, event: Event, capacity: usize) {
-        let event = Arc::new(event);
+    /// Adds an event to the window and sends it (shared, not copied) to the watchers of its
+    /// key, closing the ones that cannot take it.
+    fn push(&mut self, event: Arc<Event>, capacity: usize) {
         let revision = event.kv.mod_revision;
         self.events.push_back(Arc::clone(&event));
         while self.events.len() > capacity {
@@ -402,7 +408,7 @@ mod tests {
         }
     }
 
-    async fn next_event(stream: &mut BoxStream<'static, Result<WatchItem>>) -> Event {
+    async fn next_event(stream: &mut BoxStream<'static, Result<WatchItem>>) -> Arc<Event> {
         loop {
             match next(stream).await {
                 Some(WatchItem::Event(event)) => return event,
@@ -451,12 +457,16 @@ mod tests {
             .create("/registry/pods/b/y", b"2".to_vec())
             .await
             .unwrap();
+        let mut first: Option<Arc<Event>> = None;
         for (i, watcher) in watchers.iter_mut().enumerate() {
             let event = next_event(watcher).await;
             assert_eq!(
                 (event.kind, event.kv.clone()),
                 (EventType::Added, a.clone())
             );
+            // Every watcher holds the same event, not a copy of it.
+            let first = first.get_or_insert_with(|| Arc::clone(&event));
+            assert!(Arc::ptr_eq(first, &event), "watcher {i} got a copy");
             if i % 2 == 0 {
                 assert_eq!(next_event(watcher).await.kv, b);
             }

@@ -8,7 +8,7 @@ use skiff_api::field::ErrorList;
 use crate::registry::printers::{self, AGE, CONTAINERS, IMAGES, NAME, column};
 use crate::registry::{ResourceInfo, ScaleSpec, Strategy, TableColumn};
 
-/// `sts`, in category `all`; status and scale subresources.
+/// `sts`, in category `all`; status and scale subresources; names are DNS labels.
 pub struct StatefulSets;
 
 impl Strategy for StatefulSets {
@@ -32,6 +32,12 @@ impl Strategy for StatefulSets {
 
     fn scale(&self) -> Option<ScaleSpec> {
         Some(super::REPLICAS_SCALE)
+    }
+
+    /// Upstream `ValidateStatefulSetName`: a DNS label, since the name is part of its pods'
+    /// names and hostnames (`<name>-<ordinal>`).
+    fn name_rule(&self) -> skiff_api::names::ValidateNameFn {
+        skiff_api::names::name_is_dns_label
     }
 
     fn default(&self, object: &mut StatefulSet) {
@@ -82,6 +88,16 @@ impl Strategy for StatefulSets {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn names_are_dns_labels() {
+        let rule = StatefulSets.name_rule();
+        assert_eq!(rule("web-0", false), Vec::<String>::new());
+        // Upstream's message for a valid subdomain that is no label.
+        assert_eq!(rule("web.v1", false), ["must not contain dots"]);
+        assert_eq!(rule("Web", false).len(), 1);
+        assert_eq!(rule("web-", true), Vec::<String>::new());
+    }
 
     #[test]
     fn row_matches_upstream_printer() {

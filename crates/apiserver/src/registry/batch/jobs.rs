@@ -81,6 +81,12 @@ impl Strategy for Jobs {
         true
     }
 
+    /// batch/v1 keeps upstream's old default: a delete without a propagation policy
+    /// orphans the Job's pods (upstream `jobStrategy.DefaultGarbageCollectionPolicy`).
+    fn orphans_by_default(&self) -> bool {
+        true
+    }
+
     fn default(&self, object: &mut Job) {
         job::default(object);
     }

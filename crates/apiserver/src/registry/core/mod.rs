@@ -7,7 +7,7 @@
 mod config;
 mod endpoints;
 mod events;
-mod namespaces;
+pub mod namespaces;
 mod nodes;
 mod pods;
 mod policies;

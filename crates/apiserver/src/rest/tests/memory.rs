@@ -2,7 +2,7 @@
 //! lists at old revisions replayed from them, watches from history then live.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -55,11 +55,7 @@ impl Memory {
         } else {
             inner.keys.insert(key.to_owned(), kv.clone());
         }
-        let event = Event {
-            kind,
-            kv: kv.clone(),
-            prev,
-        };
+        let event = Event::new(kind, kv.clone(), prev);
         inner.history.push(event.clone());
         let _ = self.live.send(event);
         kv
@@ -175,7 +171,7 @@ impl Storage for Memory {
             .history
             .iter()
             .filter(|e| e.kv.mod_revision > after && e.kv.key.starts_with(prefix))
-            .map(|e| Ok(WatchItem::Event(e.clone())))
+            .map(|e| Ok(WatchItem::Event(Arc::new(e.clone()))))
             .collect();
         let receiver = self.live.subscribe();
         let prefix = prefix.to_owned();
@@ -189,7 +185,7 @@ impl Storage for Memory {
             }
         })
         .filter(move |e| std::future::ready(e.kv.key.starts_with(&prefix)))
-        .map(|e| Ok(WatchItem::Event(e)));
+        .map(|e| Ok(WatchItem::Event(Arc::new(e))));
         let current = inner.revision;
         let progress = futures::stream::iter([Ok(WatchItem::Progress(current))]);
         Ok(futures::stream::iter(past)

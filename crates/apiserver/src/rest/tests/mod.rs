@@ -3,6 +3,7 @@
 //! created on update, Namespaces), driven with `tower::ServiceExt::oneshot`.
 
 mod memory;
+mod namespace_deletion;
 mod verbs;
 mod watch;
 

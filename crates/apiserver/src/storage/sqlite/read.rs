@@ -257,5 +257,5 @@ fn event(row: &Row<'_>) -> rusqlite::Result<Event> {
     } else {
         EventType::Modified
     };
-    Ok(Event { kind, kv, prev })
+    Ok(Event::new(kind, kv, prev))
 }

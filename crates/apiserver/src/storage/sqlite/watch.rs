@@ -69,7 +69,7 @@ impl Watch {
             let (events, complete_to) = batch;
             let full = events.len() == CATCH_UP_BATCH;
             for event in events {
-                if !self.send(WatchItem::Event(event)).await {
+                if !self.send(WatchItem::Event(Arc::new(event))).await {
                     return;
                 }
             }
@@ -109,7 +109,7 @@ impl Watch {
                         }
                         self.last = revision;
                         if event.kv.key.starts_with(&self.prefix) {
-                            if !self.send(WatchItem::Event(Event::clone(&event))).await {
+                            if !self.send(WatchItem::Event(event)).await {
                                 return Follow::Done;
                             }
                             sent = true;

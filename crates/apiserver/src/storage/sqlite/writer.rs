@@ -92,16 +92,13 @@ impl Writer {
             if current.is_some() {
                 return Err(StorageError::AlreadyExists(key));
             }
-            Ok(Event {
-                kind: EventType::Added,
-                kv: KeyValue {
-                    key,
-                    value,
-                    create_revision: revision,
-                    mod_revision: revision,
-                },
-                prev: None,
-            })
+            let kv = KeyValue {
+                key,
+                value,
+                create_revision: revision,
+                mod_revision: revision,
+            };
+            Ok(Event::new(EventType::Added, kv, None))
         })
     }
 
@@ -113,30 +110,24 @@ impl Writer {
     ) -> Result<KeyValue> {
         self.apply(key, |key, current, revision| {
             let prev = expect(key, current, Some(expected))?;
-            Ok(Event {
-                kind: EventType::Modified,
-                kv: KeyValue {
-                    key: prev.key.clone(),
-                    value,
-                    create_revision: prev.create_revision,
-                    mod_revision: revision,
-                },
-                prev: Some(prev),
-            })
+            let kv = KeyValue {
+                key: prev.key.clone(),
+                value,
+                create_revision: prev.create_revision,
+                mod_revision: revision,
+            };
+            Ok(Event::new(EventType::Modified, kv, Some(prev)))
         })
     }
 
     pub(super) fn delete(&mut self, key: String, expected: Option<Revision>) -> Result<KeyValue> {
         self.apply(key, |key, current, revision| {
             let prev = expect(key, current, expected)?;
-            Ok(Event {
-                kind: EventType::Deleted,
-                kv: KeyValue {
-                    mod_revision: revision,
-                    ..prev.clone()
-                },
-                prev: Some(prev),
-            })
+            let kv = KeyValue {
+                mod_revision: revision,
+                ..prev.clone()
+            };
+            Ok(Event::new(EventType::Deleted, kv, Some(prev)))
         })
     }
 

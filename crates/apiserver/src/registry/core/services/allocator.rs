@@ -2,7 +2,8 @@
 //! and `portallocator`). What is in use is read from the stored services on every
 //! allocation, so deleting a service releases its addresses without bookkeeping;
 //! allocations made but not yet stored are remembered for a minute so two concurrent
-//! creates never get the same address.
+//! creates never get the same address. Free addresses and ports are picked at random,
+//! from the upper part of the range first ([`super::band`]).
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -15,6 +16,7 @@ use skiff_api::core::service::{CLUSTER_IP_NONE, needs_node_ports, service_type};
 use skiff_api::field::{FieldError, Path};
 use tokio::sync::Mutex;
 
+use super::band::{self, cluster_ip_static_band, node_port_static_band, random_free};
 use crate::config::ClusterConfig;
 use crate::error::{ApiError, GroupResource};
 use crate::registry::Context;
@@ -235,7 +237,7 @@ fn allocate_ip(
             }
             ip
         }
-        None => next_free_ip(&range, in_use, is_kubernetes)
+        None => free_ip(&range, in_use, is_kubernetes, &mut band::random_below)
             .ok_or_else(|| ApiError::internal("failed to allocate a serviceIP: range is full"))?,
     };
     spec.cluster_ip = Some(ip.to_string());
@@ -244,8 +246,15 @@ fn allocate_ip(
     Ok(())
 }
 
-/// The lowest free address; the first of the range belongs to the `kubernetes` service.
-fn next_free_ip(range: &IpNet, in_use: &InUse, is_kubernetes: bool) -> Option<IpAddr> {
+/// A free address for a service that asks for none: the first of the range for the
+/// `kubernetes` service, else a random one ([`random_free`]; the range's lower band is
+/// tried last). `random(n)` is a random number below `n`.
+fn free_ip(
+    range: &IpNet,
+    in_use: &InUse,
+    is_kubernetes: bool,
+    random: &mut dyn FnMut(u128) -> u128,
+) -> Option<IpAddr> {
     let v4 = matches!(range, IpNet::V4(_));
     let (first, last) = host_range(range);
     if is_kubernetes {
@@ -254,15 +263,14 @@ fn next_free_ip(range: &IpNet, in_use: &InUse, is_kubernetes: bool) -> Option<Ip
             return Some(ip);
         }
     }
-    let mut candidate = first.checked_add(1)?;
-    while candidate <= last {
-        let ip = from_u128(candidate, v4)?;
-        if !in_use.ips.contains(&ip) {
-            return Some(ip);
-        }
-        candidate += 1;
-    }
-    None
+    let size = last.checked_sub(first)?.saturating_add(1);
+    let host_bits = u32::from(range.max_prefix_len() - range.prefix_len());
+    let cidr_size = 1u128.checked_shl(host_bits).unwrap_or(u128::MAX);
+    let taken =
+        |offset: u128| from_u128(first + offset, v4).is_none_or(|ip| in_use.ips.contains(&ip));
+    let band = cluster_ip_static_band(cidr_size);
+    let offset = random_free(size, band, in_use.ips.len(), &taken, random)?;
+    from_u128(first + offset, v4)
 }
 
 fn allocate_ports(
@@ -311,10 +319,15 @@ fn allocate_ports(
         by_port.insert(port.port, requested);
         new.ports.push(requested);
     }
+    let size = u128::try_from(hi - lo + 1).unwrap_or(0);
+    let band = node_port_static_band(size);
     let mut next = || -> Result<i32, ApiError> {
-        let port = (lo..=hi)
-            .find(|p| !taken.contains(p))
+        let busy = |offset: u128| {
+            i32::try_from(offset).map_or(true, |offset| taken.contains(&(lo + offset)))
+        };
+        let offset = random_free(size, band, taken.len(), &busy, &mut band::random_below)
             .ok_or_else(|| ApiError::internal("failed to allocate a nodePort: range is full"))?;
+        let port = lo + i32::try_from(offset).map_err(ApiError::internal)?;
         taken.insert(port);
         new.ports.push(port);
         Ok(port)
@@ -371,18 +384,51 @@ mod tests {
     fn cluster_ips_skip_the_network_and_kubernetes_addresses() {
         let mut in_use = InUse::default();
         let range = config().service_cluster_ip_range;
-        assert_eq!(next_free_ip(&range, &in_use, true), Some(ip("10.96.0.1")));
-        assert_eq!(next_free_ip(&range, &in_use, false), Some(ip("10.96.0.2")));
+        let mut lowest = |_: u128| 0;
+        assert_eq!(
+            free_ip(&range, &in_use, true, &mut lowest),
+            Some(ip("10.96.0.1"))
+        );
+        // A /29 has no static band: offsets count from .1, the kubernetes address.
+        assert_eq!(
+            free_ip(&range, &in_use, false, &mut |_| 1),
+            Some(ip("10.96.0.2"))
+        );
         in_use.ips.extend([
+            ip("10.96.0.1"),
             ip("10.96.0.2"),
             ip("10.96.0.3"),
             ip("10.96.0.4"),
             ip("10.96.0.5"),
         ]);
-        assert_eq!(next_free_ip(&range, &in_use, false), Some(ip("10.96.0.6")));
+        assert_eq!(
+            free_ip(&range, &in_use, false, &mut lowest),
+            Some(ip("10.96.0.6"))
+        );
         in_use.ips.insert(ip("10.96.0.6"));
         // .7 is the broadcast address.
-        assert_eq!(next_free_ip(&range, &in_use, false), None);
+        assert_eq!(free_ip(&range, &in_use, false, &mut lowest), None);
+    }
+
+    #[test]
+    fn cluster_ips_are_random_and_leave_the_static_band_to_requests() {
+        let range: IpNet = "10.96.0.0/24".parse().unwrap();
+        let mut in_use = InUse::default();
+        for _ in 0..60 {
+            let ip = free_ip(&range, &in_use, false, &mut band::random_below).unwrap();
+            in_use.ips.insert(ip);
+        }
+        // Upstream's band of a /24: the 16 addresses after the network address.
+        let static_band = |ip: &IpAddr| to_u128(*ip) <= to_u128(self::ip("10.96.0.16"));
+        assert!(!in_use.ips.iter().any(static_band), "{:?}", in_use.ips);
+        let lowest: HashSet<IpAddr> = (17..77).map(|i| ip(&format!("10.96.0.{i}"))).collect();
+        assert_ne!(in_use.ips, lowest, "lowest-free, not random");
+        // Once the upper band is full, the lower one is used.
+        in_use
+            .ips
+            .extend((17..255).map(|i| ip(&format!("10.96.0.{i}"))));
+        let last = free_ip(&range, &in_use, false, &mut band::random_below).unwrap();
+        assert!(static_band(&last), "{last}");
     }
 
     #[test]
@@ -412,7 +458,10 @@ mod tests {
         let mut plain = service(json!({"ports": [{"port": 80}]}));
         assert!(allocate_ip(&config(), &mut plain, &in_use, false, &mut new, "s").is_ok());
         let spec = plain.spec.unwrap_or_default();
-        assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.2"));
+        let allocated = spec.cluster_ip.as_deref().map(ip);
+        assert!(allocated.is_some_and(
+            |a| a != ip("10.96.0.3") && config().service_cluster_ip_range.contains(&a)
+        ));
         assert_eq!(spec.ip_family_policy.as_deref(), Some("SingleStack"));
         assert_eq!(spec.ip_families, Some(vec!["IPv4".to_owned()]));
     }
@@ -435,7 +484,11 @@ mod tests {
             .iter()
             .map(|p| p.node_port)
             .collect();
-        assert_eq!(ports, [Some(30001), Some(30001), Some(30002)]);
+        // Both free ports, in some order; TCP and UDP of port 53 share theirs.
+        assert_eq!(ports[0], ports[1]);
+        let mut free = vec![ports[0], ports[2]];
+        free.sort();
+        assert_eq!(free, [Some(30001), Some(30002)]);
         let mut taken =
             service(json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30000}]}));
         let err = allocate_ports(&config(), &mut taken, &in_use, &mut new, "s").err();
@@ -453,5 +506,28 @@ mod tests {
             service(json!({"type": "NodePort", "ports": [{"port": 1}, {"port": 2}, {"port": 3}]}));
         let err = allocate_ports(&config(), &mut full, &in_use, &mut new, "s").err();
         assert_eq!(err.map(|e| e.code), Some(500));
+    }
+
+    #[test]
+    fn node_ports_are_random_above_the_static_band() {
+        let config = ClusterConfig {
+            service_node_port_range: 30000..=32767,
+            ..ClusterConfig::default()
+        };
+        let ports: Vec<serde_json::Value> = (1..=40).map(|p| json!({"port": p})).collect();
+        let mut svc = service(json!({"type": "NodePort", "ports": ports}));
+        let mut new = Allocated::default();
+        assert!(allocate_ports(&config, &mut svc, &InUse::default(), &mut new, "s").is_ok());
+        let mut got: Vec<i32> = new.ports.clone();
+        got.sort();
+        got.dedup();
+        assert_eq!(got.len(), 40);
+        // Upstream's band of 2768 ports: the lowest 86 (30000-30085) are left to requests.
+        assert!(got.iter().all(|p| (30086..=32767).contains(p)), "{got:?}");
+        assert_ne!(
+            got,
+            (30086..30126).collect::<Vec<_>>(),
+            "lowest-free, not random"
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! `kubectl get services`.
 
 mod allocator;
+mod band;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};

@@ -1,11 +1,11 @@
-//! Namespaces (upstream `pkg/registry/core/namespace`) and the namespace controller's
-//! content deletion (the REST layer refuses new content in a terminating namespace).
+//! Namespaces (upstream `pkg/registry/core/namespace`).
 //!
-//! Deleting a namespace marks it `Terminating`, deletes every namespaced object in it
-//! (pods without waiting for their grace period) and then lets the REST layer remove the
-//! namespace itself, all within the DELETE request. Upstream leaves the content to the
-//! namespace controller and removes the namespace once its `kubernetes` finalizer is
-//! gone; that moves to Skiff's controller manager when it exists.
+//! Deleting a namespace marks it (deletionTimestamp, phase `Terminating`); the REST layer
+//! then refuses new content in it. The [`deleter`] (upstream's namespace controller)
+//! deletes its content, removes the `kubernetes` finalizer from `spec.finalizers` and
+//! deletes the namespace, which goes once no `spec.finalizers` remain.
+
+pub mod deleter;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Namespace;
@@ -17,18 +17,19 @@ use skiff_api::field::ErrorList;
 
 use crate::error::{ApiError, GroupResource};
 use crate::registry::printers::{AGE, NAME, age, column, name};
-use crate::registry::{Context, Objects, ResourceInfo, Strategy, TableColumn};
+use crate::registry::{Context, ResourceInfo, Strategy, TableColumn};
 
 /// Namespaces that may not be deleted.
 const IMMORTAL: &[&str] = &["default", "kube-system", "kube-public"];
 
 /// The phase of a namespace being deleted.
-const TERMINATING: &str = "Terminating";
+pub const TERMINATING: &str = "Terminating";
 
 /// The namespaces kind.
 pub struct Namespaces;
 
-fn namespaces() -> GroupResource {
+/// `namespaces`, as errors and [`crate::registry::Objects`] name the resource.
+pub fn namespaces() -> GroupResource {
     GroupResource::new("", "namespaces")
 }
 
@@ -91,11 +92,10 @@ impl Strategy for Namespaces {
         ]
     }
 
-    /// Refuses to delete `default`, `kube-system` and `kube-public` (403); else marks the
-    /// namespace Terminating and deletes its content.
+    /// Refuses to delete `default`, `kube-system` and `kube-public` (403).
     async fn before_delete(
         &self,
-        ctx: &Context<'_>,
+        _ctx: &Context<'_>,
         namespace: &Namespace,
     ) -> Result<(), ApiError> {
         let name = name(&namespace.metadata);
@@ -106,40 +106,23 @@ impl Strategy for Namespaces {
                 "this namespace may not be deleted",
             ));
         }
-        if ctx.dry_run {
-            return Ok(());
+        Ok(())
+    }
+
+    /// Upstream's namespace REST Delete: the first delete only marks the namespace
+    /// (deletionTimestamp, phase Terminating) and leaves the rest to the
+    /// [`deleter`]; later deletes leave it as it is while `spec.finalizers` remain.
+    fn hold_deletion(&self, old: &Namespace, marked: &mut Namespace) -> bool {
+        if old.metadata.deletion_timestamp.is_none() {
+            marked.status.get_or_insert_default().phase = Some(TERMINATING.to_owned());
+            return true;
         }
-        ctx.objects
-            .update(&namespaces(), None, &name, &mut |value: &mut Value| {
-                if let Some(status) = value
-                    .as_object_mut()
-                    .map(|o| o.entry("status").or_insert_with(|| json!({})))
-                {
-                    status["phase"] = json!(TERMINATING);
-                }
-                Ok(())
-            })
-            .await?;
-        delete_content(ctx.objects, &name).await
+        !finalized(marked)
     }
 }
 
-/// Deletes every namespaced object in `namespace` at once (the namespace controller's
-/// work upstream). Objects already gone are skipped.
-async fn delete_content(objects: &dyn Objects, namespace: &str) -> Result<(), ApiError> {
-    for resource in objects.namespaced_resources() {
-        for object in objects.list(&resource, Some(namespace)).await? {
-            let Some(object_name) = object.pointer("/metadata/name").and_then(Value::as_str) else {
-                continue;
-            };
-            match objects
-                .delete(&resource, Some(namespace), object_name, Some(0))
-                .await
-            {
-                Err(e) if e.code != 404 => return Err(e),
-                _ => {}
-            }
-        }
-    }
-    Ok(())
+/// Whether no `spec.finalizers` remain (upstream's `finalized`).
+pub fn finalized(namespace: &Namespace) -> bool {
+    let finalizers = namespace.spec.as_ref().and_then(|s| s.finalizers.as_ref());
+    finalizers.is_none_or(Vec::is_empty)
 }

@@ -1620,7 +1620,8 @@ fn protobuf_responses(server: Server) {
         let decoded = skiff_api::protobuf::decode(&body).expect("Skiff decodes the response");
         let mut json = json_of(&server.kubectl_ok(&["get", "--raw", path]));
         // List items carry no TypeMeta in protobuf.
-        for item in json["items"].as_array_mut().into_iter().flatten() {
+        let items = json.get_mut("items").and_then(Value::as_array_mut);
+        for item in items.into_iter().flatten() {
             let item = item.as_object_mut().unwrap();
             item.remove("apiVersion");
             item.remove("kind");

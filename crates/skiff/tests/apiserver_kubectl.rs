@@ -1598,10 +1598,24 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// the same objects as in JSON.
 fn protobuf_responses(server: Server) {
     server.kubectl_ok(&["create", "configmap", "pb-cm", "--from-literal=a=b"]);
-    server.kubectl_ok(&["create", "secret", "generic", "pb-secret", "--from-literal=k=v"]);
-    server.kubectl_ok(&["create", "deployment", "pb-web", "--image=registry.example/web:1"]);
+    server.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "pb-secret",
+        "--from-literal=k=v",
+    ]);
+    server.kubectl_ok(&[
+        "create",
+        "deployment",
+        "pb-web",
+        "--image=registry.example/web:1",
+    ]);
     server.kubectl_ok(&["create", "service", "nodeport", "pb-svc", "--tcp=80:8080"]);
-    let file = server.manifest("pod.yaml", &pod("pb-pod", "registry.example/web:1", &[("app", "pb")]));
+    let file = server.manifest(
+        "pod.yaml",
+        &pod("pb-pod", "registry.example/web:1", &[("app", "pb")]),
+    );
     server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
 
     for path in [
@@ -1629,8 +1643,11 @@ fn protobuf_responses(server: Server) {
         assert_eq!(decoded, json, "{path}");
     }
 
-    let (code, content_type, body) =
-        curl_as_admin(&server, "/api/v1/namespaces/default/configmaps/absent", PROTOBUF);
+    let (code, content_type, body) = curl_as_admin(
+        &server,
+        "/api/v1/namespaces/default/configmaps/absent",
+        PROTOBUF,
+    );
     assert_eq!((code, content_type.as_str()), (404, PROTOBUF));
     let status = skiff_api::protobuf::decode(&body).unwrap();
     assert_eq!(status["kind"], "Status");

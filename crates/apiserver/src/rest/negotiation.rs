@@ -254,7 +254,9 @@ mod tests {
         assert_eq!(watch.format, Format::Protobuf);
         let table = "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1";
         assert_eq!(accept(table).unwrap_err().code, 406);
-        let out = accept(&format!("{table}, application/json;as=Table;g=meta.k8s.io;v=v1"));
+        let out = accept(&format!(
+            "{table}, application/json;as=Table;g=meta.k8s.io;v=v1"
+        ));
         assert_eq!(out.unwrap().format, Format::Json);
         assert_eq!(accept("application/yaml").unwrap().format, Format::Yaml);
         assert_eq!(accept("*/*").unwrap(), Output::JSON);
@@ -289,8 +291,12 @@ mod tests {
         );
         let err = decode_object(PROTOBUF, b"{}").unwrap_err();
         assert_eq!(err.code, 400);
-        assert!(err.message.starts_with("provided data does not appear to be a protobuf"));
-        let configmap = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}});
+        assert!(
+            err.message
+                .starts_with("provided data does not appear to be a protobuf")
+        );
+        let configmap =
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}});
         let body = protobuf::encode(&configmap).unwrap();
         assert_eq!(decode_object(PROTOBUF, &body).unwrap(), configmap);
         assert_eq!(

@@ -8,6 +8,7 @@
 //! - [`selector`]: label and field selectors (`k8s.io/apimachinery/pkg/labels`, `fields`);
 //! - [`patch`]: JSON Patch, JSON Merge Patch and strategic merge patch;
 //! - [`core`]: defaulting and validation of the core/v1 kinds (pods, services, ...);
+//! - [`protobuf`]: Kubernetes protobuf to and from the JSON form;
 //! - [`quantity`]: resource quantities (`500m`, `128Mi`);
 //! - [`schema`]: the OpenAPI schemas of the built-in kinds with upstream's patch
 //!   strategies and merge keys.
@@ -17,6 +18,7 @@ pub mod field;
 pub mod meta;
 pub mod names;
 pub mod patch;
+pub mod protobuf;
 pub mod quantity;
 pub mod schema;
 pub mod selector;

@@ -18,6 +18,7 @@ use skiff_api::field::{FieldError, Path};
 use super::token::{ObjectRef, TokenSpec};
 use crate::error::{ApiError, GroupResource};
 use crate::registry::{Context, Subresource};
+use crate::rest::negotiation::{PROTOBUF, content_type, decode_object};
 
 /// The default validity of a requested token (upstream: one hour).
 pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
@@ -186,11 +187,16 @@ impl Subresource for ServiceAccountToken {
             .ok_or_else(|| {
                 ApiError::unavailable("the API server has no service-account signing key")
             })?;
+        let media_type = content_type(request.headers());
         let body = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
             .await
             .map_err(|e| ApiError::too_large(e.to_string()))?;
-        let mut object: Value = serde_yaml_ng::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding TokenRequest: {e}")))?;
+        let mut object: Value = if media_type == PROTOBUF {
+            decode_object(&media_type, &body)?
+        } else {
+            serde_yaml_ng::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding TokenRequest: {e}")))?
+        };
         let mut spec: TokenRequestSpec = match object.get("spec") {
             None | Some(Value::Null) => TokenRequestSpec::default(),
             Some(spec) => serde_json::from_value(spec.clone())

@@ -1,13 +1,14 @@
 //! Content negotiation (upstream `k8s.io/apiserver/pkg/endpoints/handlers/negotiation`):
-//! request bodies in JSON or YAML, responses in JSON or YAML, and the `as=Table` /
-//! `as=PartialObjectMetadata` response transformations. Protobuf is not spoken: a client
-//! that also accepts JSON gets JSON, one that accepts only protobuf gets 406.
+//! request bodies in JSON, YAML or Kubernetes protobuf, responses in JSON, YAML or
+//! protobuf, and the `as=Table` / `as=PartialObjectMetadata` response transformations
+//! (JSON and YAML only, as upstream: a Table has no protobuf form).
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
+use skiff_api::protobuf;
 
 use crate::error::ApiError;
 
@@ -43,12 +44,17 @@ pub fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_else(|| "application/json".to_owned())
 }
 
-/// Decodes an object body (`application/json` or `application/yaml`). Errors: 415 for
+/// The protobuf media type.
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// Decodes an object body (`application/json`, `application/yaml` or
+/// `application/vnd.kubernetes.protobuf`, see [`skiff_api::protobuf`]). Errors: 415 for
 /// other media types, 400 for malformed input or a body that is not an object.
 pub fn decode_object(media_type: &str, body: &[u8]) -> Result<Value, ApiError> {
     let value = match media_type {
         "application/json" | "*/*" => parse_json(body)?,
         "application/yaml" | "application/x-yaml" | "text/yaml" => parse_yaml(body)?,
+        PROTOBUF => protobuf::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))?,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     if !value.is_object() {
@@ -78,6 +84,8 @@ pub fn parse_yaml(body: &[u8]) -> Result<Value, ApiError> {
 pub enum Format {
     Json,
     Yaml,
+    /// `application/vnd.kubernetes.protobuf` ([`skiff_api::protobuf`]).
+    Protobuf,
 }
 
 /// What the client asked the object or list to be turned into (the `as=` parameter).
@@ -134,16 +142,23 @@ impl Output {
         match self.format {
             Format::Json => "application/json",
             Format::Yaml => "application/yaml",
+            Format::Protobuf => PROTOBUF,
         }
     }
 
-    /// Encodes `value` with status `code` and the given `Warning` headers.
+    /// Encodes `value` with status `code` and the given `Warning` headers. A value without
+    /// a protobuf message (a kind Skiff has no table entry for) goes out as JSON.
     pub fn respond(&self, code: StatusCode, value: &Value, warnings: &[String]) -> Response {
+        let mut output = *self;
         let body = match self.format {
             Format::Json => serde_json::to_vec(value).map_err(|e| e.to_string()),
             Format::Yaml => serde_yaml_ng::to_string(value)
                 .map(String::into_bytes)
                 .map_err(|e| e.to_string()),
+            Format::Protobuf => protobuf::encode(value).or_else(|_| {
+                output.format = Format::Json;
+                serde_json::to_vec(value).map_err(|e| e.to_string())
+            }),
         };
         let body = match body {
             Ok(body) => body,
@@ -153,7 +168,7 @@ impl Output {
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,
-            HeaderValue::from_static(self.content_type()),
+            HeaderValue::from_static(output.content_type()),
         );
         for warning in warnings {
             if let Ok(value) = HeaderValue::from_str(&warning_header(warning)) {
@@ -189,8 +204,12 @@ fn clause(clause: &str) -> Option<Output> {
     let format = match media_type.as_str() {
         "application/json" | "application/*" | "*/*" => Format::Json,
         "application/yaml" => Format::Yaml,
+        PROTOBUF => Format::Protobuf,
         _ => return None,
     };
+    if format == Format::Protobuf && as_kind.is_some() {
+        return None;
+    }
     let shape = match as_kind {
         None => Shape::Object,
         Some(kind) => {
@@ -227,15 +246,18 @@ mod tests {
     }
 
     #[test]
-    fn protobuf_falls_back_to_json_or_406() {
+    fn protobuf_is_negotiated_except_for_tables() {
         let out = accept("application/vnd.kubernetes.protobuf, application/json").unwrap();
-        assert_eq!(out, Output::JSON);
-        assert_eq!(
-            accept("application/vnd.kubernetes.protobuf")
-                .unwrap_err()
-                .code,
-            406
-        );
+        assert_eq!(out.format, Format::Protobuf);
+        assert_eq!(out.content_type(), PROTOBUF);
+        let watch = accept("application/vnd.kubernetes.protobuf;stream=watch").unwrap();
+        assert_eq!(watch.format, Format::Protobuf);
+        let table = "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1";
+        assert_eq!(accept(table).unwrap_err().code, 406);
+        let out = accept(&format!(
+            "{table}, application/json;as=Table;g=meta.k8s.io;v=v1"
+        ));
+        assert_eq!(out.unwrap().format, Format::Json);
         assert_eq!(accept("application/yaml").unwrap().format, Format::Yaml);
         assert_eq!(accept("*/*").unwrap(), Output::JSON);
         assert_eq!(
@@ -244,6 +266,16 @@ mod tests {
                 .code,
             406
         );
+    }
+
+    #[test]
+    fn protobuf_responses_fall_back_to_json_for_kinds_without_a_message() {
+        let out = accept(PROTOBUF).unwrap();
+        let response = out.respond(StatusCode::OK, &serde_json::json!({"kind": "Table"}), &[]);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        let status = serde_json::json!({"apiVersion": "v1", "kind": "Status", "code": 404});
+        let response = out.respond(StatusCode::NOT_FOUND, &status, &[]);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], PROTOBUF);
     }
 
     #[test]
@@ -257,10 +289,18 @@ mod tests {
             err.message
                 .starts_with("couldn't get version/kind; json parse error")
         );
+        let err = decode_object(PROTOBUF, b"{}").unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(
+            err.message
+                .starts_with("provided data does not appear to be a protobuf")
+        );
+        let configmap =
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}});
+        let body = protobuf::encode(&configmap).unwrap();
+        assert_eq!(decode_object(PROTOBUF, &body).unwrap(), configmap);
         assert_eq!(
-            decode_object("application/vnd.kubernetes.protobuf", b"")
-                .unwrap_err()
-                .code,
+            decode_object("application/cbor", b"").unwrap_err().code,
             415
         );
         assert_eq!(

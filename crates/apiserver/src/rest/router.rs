@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Request, State as AxumState};
-use axum::http::Method;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 
 use super::State;
-use super::negotiation::Output;
+use super::negotiation::{Format, Output};
 use super::params::Params;
 use super::request::Call;
 use super::store::Target;
@@ -86,9 +86,18 @@ async fn serve(
     path: &str,
     request: Request,
 ) -> Response {
+    let output = Output::negotiate(request.headers()).ok();
     match route(state, group, version, path, request).await {
         Ok(response) => response,
-        Err(e) => e.into_response(),
+        // A client that negotiated protobuf gets its Status in protobuf, as upstream.
+        Err(e) => match output {
+            Some(output) if output.format == Format::Protobuf => {
+                let code =
+                    StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                output.respond(code, &e.status_json(), &[])
+            }
+            _ => e.into_response(),
+        },
     }
 }
 

@@ -23,11 +23,12 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
+use skiff_api::protobuf;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::list::{self, parse_revision};
-use super::negotiation::Shape;
+use super::negotiation::{Format, Shape};
 use super::object::meta_str;
 use super::params::Params;
 use super::predicate::Predicate;
@@ -61,6 +62,7 @@ pub async fn serve(call: Call) -> Result<Response, ApiError> {
         Some(seconds) => Duration::from_secs(seconds),
         None => MIN_REQUEST_TIMEOUT + MIN_REQUEST_TIMEOUT.mul_f64(rand::random::<f64>()),
     };
+    let call_format = call.output.format;
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let watch = Watch {
@@ -69,20 +71,37 @@ pub async fn serve(call: Call) -> Result<Response, ApiError> {
             tx: &tx,
         };
         if let Err(e) = watch.run(from, Instant::now() + timeout).await {
-            let _ = tx.send(event_line("ERROR", &e.status_json())).await;
+            let frame = event_frame(call.output.format, "ERROR", &e.status_json());
+            let _ = tx.send(frame).await;
         }
     });
     let body =
         Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>));
     let mut response = (StatusCode::OK, body).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    let content_type = match call_format {
+        Format::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
+        Format::Json | Format::Yaml => "application/json",
+    };
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     Ok(response)
 }
 
-/// One line of the stream.
+/// One event of the stream: a JSON line, or in protobuf the bare `WatchEvent` message
+/// after its 4-byte big-endian length (upstream's length-delimited framer).
+fn event_frame(format: Format, kind: &str, object: &Value) -> Bytes {
+    if format == Format::Protobuf
+        && let Ok(event) = protobuf::encode_watch_event(kind, object)
+    {
+        let mut frame = (event.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&event);
+        return Bytes::from(frame);
+    }
+    event_line(kind, object)
+}
+
+/// One JSON line of the stream.
 fn event_line(kind: &str, object: &Value) -> Bytes {
     framed_line(kind, &serde_json::to_vec(object).unwrap_or_default())
 }
@@ -121,17 +140,20 @@ impl Watch<'_> {
             }
             _ => object,
         };
-        self.send_line(event_line(kind, &object)).await
+        self.send_line(event_frame(self.call.output.format, kind, &object))
+            .await
     }
 
     /// Sends a change of the store: the object's JSON is the event's shared one (made by
     /// the first watcher that sends it), tables are made per watcher.
     async fn send_change(&self, kind: &str, event: &Event, object: &Value) -> Result<(), Stop> {
+        let format = self.call.output.format;
         let line = match self.call.output.shape {
             Shape::Table => match self.table(object) {
-                Ok(table) => event_line(kind, &table),
-                Err(_) => event_line(kind, object),
+                Ok(table) => event_frame(format, kind, &table),
+                Err(_) => event_frame(format, kind, object),
             },
+            _ if format == Format::Protobuf => event_frame(format, kind, object),
             _ => {
                 let key = format!("json:{}", self.form());
                 let json = event.encodings.get_or_try_insert(&key, || {

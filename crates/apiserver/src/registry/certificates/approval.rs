@@ -14,6 +14,7 @@ use skiff_api::certificates;
 
 use crate::error::{ApiError, GroupResource};
 use crate::registry::{Context, Subresource, printers};
+use crate::rest::negotiation::{PROTOBUF, decode_object};
 
 /// The largest body accepted, as upstream's 3 MiB request limit.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -120,6 +121,9 @@ async fn read_change(request: Request) -> Result<Change, ApiError> {
 }
 
 fn parse_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
+    if content_type == PROTOBUF {
+        return decode_object(content_type, body);
+    }
     let parsed = if content_type.contains("yaml") {
         serde_yaml_ng::from_slice(body).map_err(|e| e.to_string())
     } else {

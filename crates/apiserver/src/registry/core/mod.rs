@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 use crate::registry::Registry;
+use crate::rest::negotiation::{content_type, decode_object};
 
 /// The largest body a core subresource reads (upstream's request body limit).
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -42,13 +43,15 @@ pub fn add(registry: &mut Registry) {
     registry.add(volumes::PersistentVolumeClaims);
 }
 
-/// Reads a subresource's JSON body as `T`. Errors: 400 on a body that is too large or
-/// not a `T`.
+/// Reads a subresource's body (JSON, YAML or protobuf, by `Content-Type`) as `T`.
+/// Errors: 400 on a body that is too large or not a `T`, 415 for another media type.
 async fn read_body<T: DeserializeOwned>(request: axum::extract::Request) -> Result<T, ApiError> {
+    let media_type = content_type(request.headers());
     let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY)
         .await
         .map_err(|e| ApiError::bad_request(format!("unable to read the request body: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    let value = decode_object(&media_type, &bytes)?;
+    serde_json::from_value(value).map_err(|e| {
         ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
     })
 }

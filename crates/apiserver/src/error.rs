@@ -182,15 +182,30 @@ impl ApiError {
     }
 
     /// 415 UnsupportedMediaType.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; got {content_type:?}"
+                "the body of the request was in an unknown format - accepted media types include: {}; got {content_type:?}",
+                accepted.join(", ")
             ),
         )
     }
+
+    /// The media types of object bodies (create, update, subresources).
+    pub const OBJECT_MEDIA_TYPES: &[&str] = &[
+        "application/json",
+        "application/yaml",
+        "application/vnd.kubernetes.protobuf",
+    ];
+
+    /// The media types of patch bodies (server-side apply is not served).
+    pub const PATCH_MEDIA_TYPES: &[&str] = &[
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+    ];
 
     /// 429 TooManyRequests (e.g. an eviction a PodDisruptionBudget blocks).
     pub fn too_many_requests(message: impl Into<String>) -> Self {

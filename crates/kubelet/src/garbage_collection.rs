@@ -9,23 +9,23 @@ use crate::eviction::EvictedPods;
 use crate::images::gc::{IMAGE_GC_PERIOD, ImageGcManager};
 use crate::kuberuntime::gc::{CONTAINER_GC_PERIOD, ContainerGc, PodStateProvider};
 use crate::pod_manager::PodManager;
-use crate::syncloop::PodsSynced;
+use crate::pod_workers::PodWorkerStates;
 
-/// Pod states for the container GC: a pod is deleted when no source has it any more (and
-/// the SyncLoop has seen what the sources gave at start), terminated when deleted or
-/// evicted.
+/// Pod states for the container GC: a pod is deleted when no source has it any more and
+/// the pod workers hold it no longer (they were synced with the sources and finished its
+/// termination), terminated when deleted or evicted.
 pub struct PodStates {
     /// Desired pods.
     pub pod_manager: Arc<PodManager>,
-    /// Whether the SyncLoop knows every pod the sources gave at start.
-    pub pods_synced: PodsSynced,
+    /// The pods the pod workers hold.
+    pub pod_workers: PodWorkerStates,
     /// Evicted pods.
     pub evictions: Arc<EvictedPods>,
 }
 
 impl PodStateProvider for PodStates {
     fn should_pod_content_be_removed(&self, uid: &str) -> bool {
-        self.pods_synced.is_synced() && self.pod_manager.get(uid).is_none()
+        self.pod_manager.get(uid).is_none() && self.pod_workers.should_pod_content_be_removed(uid)
     }
 
     fn should_pod_runtime_be_removed(&self, uid: &str) -> bool {
@@ -64,19 +64,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unknown_pods_keep_their_content_until_the_syncloop_has_synced() {
+    fn unknown_pods_keep_their_content_until_the_workers_are_synced() {
         let pod_manager = Arc::new(PodManager::default());
         let mut known = Pod::default();
         known.metadata.uid = Some("known".into());
         pod_manager.add_or_update(known);
         let states = PodStates {
             pod_manager,
-            pods_synced: PodsSynced::default(),
+            pod_workers: PodWorkerStates::default(),
             evictions: Arc::new(EvictedPods::default()),
         };
         // At start, a pod read from a manifest may not have reached the SyncLoop yet.
         assert!(!states.should_pod_content_be_removed("unknown"));
-        states.pods_synced.mark_synced();
+        states.pod_workers.mark_synced();
         assert!(states.should_pod_content_be_removed("unknown"));
         assert!(!states.should_pod_content_be_removed("known"));
         assert!(!states.should_pod_runtime_be_removed("known"));

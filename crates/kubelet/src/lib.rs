@@ -60,11 +60,11 @@ use kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
 use pleg::Pleg;
 use pod_dirs::PodDirs;
 use pod_manager::PodManager;
-use pod_workers::PodWorkers;
+use pod_workers::{PodWorkerStates, PodWorkers};
 use prober::results::ProbeResults;
 use prober::{ProbeManager, Prober};
 use status::StatusManager;
-use syncloop::{PodsSynced, SyncLoop, SyncLoopInputs};
+use syncloop::{SyncLoop, SyncLoopInputs};
 use volume::VolumeManager;
 
 /// CRI API version the kubelet speaks.
@@ -310,7 +310,7 @@ pub async fn run(
         volume_manager,
     });
     let sources_ready = SourcesReady::default();
-    let pods_synced = PodsSynced::default();
+    let pod_worker_states = PodWorkerStates::default();
 
     let mut tasks = JoinSet::new();
     let (server_cri, server_cri_state) = (cri.clone(), cri.clone());
@@ -334,7 +334,7 @@ pub async fn run(
         config.pod_logs_dir.clone(),
         Arc::new(garbage_collection::PodStates {
             pod_manager: pod_manager.clone(),
-            pods_synced: pods_synced.clone(),
+            pod_workers: pod_worker_states.clone(),
             evictions: evictions.clone(),
         }),
         sources_ready.clone(),
@@ -408,7 +408,7 @@ pub async fn run(
     serve_ports(&config, node_ip_addr, server_state, pleg_health, &mut tasks).await?;
 
     let (results_tx, results_rx) = mpsc::unbounded_channel();
-    let pod_workers = PodWorkers::new(kubelet, results_tx);
+    let pod_workers = PodWorkers::new(kubelet, results_tx, pod_worker_states);
     let inputs = SyncLoopInputs {
         updates: update_rx,
         pleg: pleg_rx,
@@ -420,7 +420,6 @@ pub async fn run(
         pod_manager,
         pod_workers,
         sources_ready,
-        pods_synced,
         runtime_pods,
         evictions,
         container_manager,

@@ -2,8 +2,8 @@
 //! Updates that arrive while a worker is busy are coalesced: the worker only ever sees
 //! the latest desired state. Once a pod is being terminated, syncs are ignored.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -59,21 +59,67 @@ struct Worker {
     task: JoinHandle<()>,
 }
 
+/// What the pod workers hold, for readers outside the SyncLoop (the container GC): upstream's
+/// `podWorkers.ShouldPodContentBeRemoved`.
+#[derive(Clone, Default)]
+pub struct PodWorkerStates(Arc<Mutex<WorkerStates>>);
+
+#[derive(Default)]
+struct WorkerStates {
+    /// Set by the SyncLoop's first housekeeping with all sources ready, after it applied
+    /// every update queued before (upstream `podsSynced`). Until then a pod read from a
+    /// source may still be on its way to the workers.
+    synced: bool,
+    /// Pods with a worker: running, or terminating and not yet forgotten.
+    workers: HashSet<String>,
+}
+
+impl PodWorkerStates {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WorkerStates> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// True when pod `uid` may lose what it left on disk (log directories, dead containers):
+    /// the workers were synced with the sources and no worker has the pod, i.e. it is not
+    /// running and its termination has finished.
+    pub fn should_pod_content_be_removed(&self, uid: &str) -> bool {
+        let states = self.lock();
+        states.synced && !states.workers.contains(uid)
+    }
+
+    /// Marks the workers synced with the sources' initial pods.
+    pub(crate) fn mark_synced(&self) {
+        self.lock().synced = true;
+    }
+}
+
 /// The pod workers, driven by the SyncLoop.
 pub struct PodWorkers {
     kubelet: Arc<Kubelet>,
     workers: HashMap<String, Worker>,
     results: mpsc::UnboundedSender<WorkerResult>,
+    states: PodWorkerStates,
 }
 
 impl PodWorkers {
-    /// Workers running `kubelet`'s sync functions, reporting to `results`.
-    pub fn new(kubelet: Arc<Kubelet>, results: mpsc::UnboundedSender<WorkerResult>) -> Self {
+    /// Workers running `kubelet`'s sync functions, reporting to `results` and publishing
+    /// which pods they hold in `states`.
+    pub fn new(
+        kubelet: Arc<Kubelet>,
+        results: mpsc::UnboundedSender<WorkerResult>,
+        states: PodWorkerStates,
+    ) -> Self {
         Self {
             kubelet,
             workers: HashMap::new(),
             results,
+            states,
         }
+    }
+
+    /// Marks the workers synced with the sources' initial pods (see [`PodWorkerStates`]).
+    pub fn mark_synced(&self) {
+        self.states.mark_synced();
     }
 
     /// Hands `update` for `pod` to its worker, starting one if needed. A pending update
@@ -98,6 +144,7 @@ impl PodWorkers {
             self.results.clone(),
         ));
         let terminating = matches!(update, UpdateType::Kill { .. });
+        self.states.lock().workers.insert(uid.clone());
         self.workers.insert(
             uid,
             Worker {
@@ -134,6 +181,7 @@ impl PodWorkers {
     /// Drops the worker of a terminated pod.
     pub fn forget(&mut self, uid: &str) {
         self.workers.remove(uid);
+        self.states.lock().workers.remove(uid);
     }
 
     /// Stops all workers without touching their pods.
@@ -194,5 +242,28 @@ async fn pod_worker_loop(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod states_tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_keeps_its_content_while_a_worker_holds_it() {
+        let states = PodWorkerStates::default();
+        assert!(
+            !states.should_pod_content_be_removed("u1"),
+            "before the sync"
+        );
+        states.mark_synced();
+        states.lock().workers.insert("u1".to_owned());
+        assert!(
+            !states.should_pod_content_be_removed("u1"),
+            "still terminating"
+        );
+        assert!(states.should_pod_content_be_removed("u2"));
+        states.lock().workers.remove("u1");
+        assert!(states.should_pod_content_be_removed("u1"));
     }
 }

@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -44,24 +43,6 @@ pub struct SyncLoopInputs {
     pub evictions: mpsc::Receiver<Arc<Pod>>,
 }
 
-/// Set by the SyncLoop's first housekeeping with all sources ready, after it applied every
-/// update queued before (upstream `podWorkers.podsSynced`): from then on a pod the SyncLoop
-/// does not know is gone for good, and what it left on disk may be removed. Until then a
-/// pod read from a source may still be on its way to the SyncLoop.
-#[derive(Clone, Default)]
-pub struct PodsSynced(Arc<AtomicBool>);
-
-impl PodsSynced {
-    /// True once the SyncLoop knows every pod its sources gave at start.
-    pub fn is_synced(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn mark_synced(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
 /// The SyncLoop and the state only it touches.
 pub struct SyncLoop {
     pod_manager: Arc<PodManager>,
@@ -69,7 +50,6 @@ pub struct SyncLoop {
     /// When each pod is next due for a sync (upstream `workQueue`).
     work_queue: HashMap<String, Instant>,
     sources_ready: SourcesReady,
-    pods_synced: PodsSynced,
     runtime_pods: RuntimePods,
     static_pod_starts: StaticPodStarts,
     /// Pods with a `deletionTimestamp` whose termination was started (until removed).
@@ -80,13 +60,11 @@ pub struct SyncLoop {
 
 impl SyncLoop {
     /// A SyncLoop dispatching to `pod_workers`; `evicted` is forgotten for deleted pods,
-    /// housekeeping removes orphaned pod cgroups through `container_manager` and marks
-    /// `pods_synced`.
+    /// and housekeeping removes orphaned pod cgroups through `container_manager`.
     pub fn new(
         pod_manager: Arc<PodManager>,
         pod_workers: PodWorkers,
         sources_ready: SourcesReady,
-        pods_synced: PodsSynced,
         runtime_pods: RuntimePods,
         evicted: Arc<EvictedPods>,
         container_manager: Arc<ContainerManager>,
@@ -96,7 +74,6 @@ impl SyncLoop {
             pod_workers,
             work_queue: HashMap::new(),
             sources_ready,
-            pods_synced,
             runtime_pods,
             static_pod_starts: StaticPodStarts::default(),
             deleted: HashSet::new(),
@@ -138,7 +115,7 @@ impl SyncLoop {
                     }
                     if sources_ready {
                         self.handle_pod_cleanups();
-                        self.pods_synced.mark_synced();
+                        self.pod_workers.mark_synced();
                     }
                 }
             }
@@ -359,6 +336,7 @@ mod tests {
     use crate::cri::fake::FakeCri;
     use crate::kubelet::Kubelet;
     use crate::kuberuntime::{KubeGenericRuntimeManager, RuntimeManagerConfig};
+    use crate::pod_workers::PodWorkerStates;
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -452,9 +430,8 @@ mod tests {
         let pod_manager = Arc::new(PodManager::default());
         let mut sync_loop = SyncLoop::new(
             pod_manager.clone(),
-            PodWorkers::new(kubelet.clone(), results_tx),
+            PodWorkers::new(kubelet.clone(), results_tx, PodWorkerStates::default()),
             SourcesReady::default(),
-            PodsSynced::default(),
             RuntimePods::default(),
             kubelet.evictions.clone(),
             kubelet.container_manager.clone(),

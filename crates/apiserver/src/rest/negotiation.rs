@@ -55,7 +55,12 @@ pub fn decode_object(media_type: &str, body: &[u8]) -> Result<Value, ApiError> {
         "application/json" | "*/*" => parse_json(body)?,
         "application/yaml" | "application/x-yaml" | "text/yaml" => parse_yaml(body)?,
         PROTOBUF => protobuf::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))?,
-        other => return Err(ApiError::unsupported_media_type(other)),
+        other => {
+            return Err(ApiError::unsupported_media_type(
+                other,
+                ApiError::OBJECT_MEDIA_TYPES,
+            ));
+        }
     };
     if !value.is_object() {
         return Err(ApiError::bad_request(format!(

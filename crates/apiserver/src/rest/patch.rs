@@ -31,7 +31,10 @@ impl PatchType {
             "application/json-patch+json" => Ok(PatchType::Json),
             "application/merge-patch+json" => Ok(PatchType::Merge),
             "application/strategic-merge-patch+json" => Ok(PatchType::StrategicMerge),
-            other => Err(ApiError::unsupported_media_type(other)),
+            other => Err(ApiError::unsupported_media_type(
+                other,
+                ApiError::PATCH_MEDIA_TYPES,
+            )),
         }
     }
 }

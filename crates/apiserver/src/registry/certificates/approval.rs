@@ -116,7 +116,10 @@ async fn read_change(request: Request) -> Result<Change, ApiError> {
         (_, "application/merge-patch+json" | "application/strategic-merge-patch+json") => {
             Ok(Change::MergePatch(value))
         }
-        _ => Err(ApiError::unsupported_media_type(&content_type)),
+        _ => Err(ApiError::unsupported_media_type(
+            &content_type,
+            ApiError::PATCH_MEDIA_TYPES,
+        )),
     }
 }
 

@@ -491,7 +491,23 @@ async fn bodies_in_yaml_and_responses_in_yaml() {
         "",
     )
     .await;
-    assert_eq!(protobuf_only.status, StatusCode::NOT_ACCEPTABLE);
+    assert_eq!(protobuf_only.status, StatusCode::OK);
+    assert_eq!(
+        protobuf_only.headers["content-type"],
+        "application/vnd.kubernetes.protobuf"
+    );
+    let table_only = send_with(
+        &app,
+        "GET",
+        &format!("{CMS}/y"),
+        &[(
+            "accept",
+            "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1",
+        )],
+        "",
+    )
+    .await;
+    assert_eq!(table_only.status, StatusCode::NOT_ACCEPTABLE);
 }
 
 #[tokio::test]

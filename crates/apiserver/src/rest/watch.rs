@@ -144,25 +144,18 @@ impl Watch<'_> {
             .await
     }
 
-    /// Sends a change of the store: the object's JSON is the event's shared one (made by
-    /// the first watcher that sends it), tables are made per watcher.
+    /// Sends a change of the store. In JSON the object's JSON is the event's shared one
+    /// (made by the first watcher that sends it); tables and protobuf are made per watcher.
     async fn send_change(&self, kind: &str, event: &Event, object: &Value) -> Result<(), Stop> {
-        let format = self.call.output.format;
-        let line = match self.call.output.shape {
-            Shape::Table => match self.table(object) {
-                Ok(table) => event_frame(format, kind, &table),
-                Err(_) => event_frame(format, kind, object),
-            },
-            _ if format == Format::Protobuf => event_frame(format, kind, object),
-            _ => {
-                let key = format!("json:{}", self.form());
-                let json = event.encodings.get_or_try_insert(&key, || {
-                    serde_json::to_vec(object).map_err(ApiError::internal)
-                })?;
-                framed_line(kind, &json)
-            }
-        };
-        Ok(self.send_line(line).await?)
+        let output = self.call.output;
+        if output.shape == Shape::Table || output.format == Format::Protobuf {
+            return Ok(self.send(kind, object.clone()).await?);
+        }
+        let key = format!("json:{}", self.form());
+        let json = event.encodings.get_or_try_insert(&key, || {
+            serde_json::to_vec(object).map_err(ApiError::internal)
+        })?;
+        Ok(self.send_line(framed_line(kind, &json)).await?)
     }
 
     async fn send_line(&self, line: Bytes) -> Result<(), Closed> {

@@ -11,7 +11,8 @@
 //! - [`protobuf`]: Kubernetes protobuf to and from the JSON form;
 //! - [`quantity`]: resource quantities (`500m`, `128Mi`);
 //! - [`schema`]: the OpenAPI schemas of the built-in kinds with upstream's patch
-//!   strategies and merge keys.
+//!   strategies and merge keys;
+//! - [`yaml`]: YAML to JSON as upstream converts it, bounded against hostile nesting.
 
 pub mod core;
 pub mod field;
@@ -23,6 +24,7 @@ pub mod quantity;
 pub mod schema;
 pub mod selector;
 pub mod validation;
+pub mod yaml;
 
 pub mod apps;
 pub mod batch;

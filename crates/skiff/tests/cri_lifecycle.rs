@@ -188,6 +188,28 @@ async fn pod_lifecycle(rt: &CriRuntime) -> anyhow::Result<()> {
             && status.created_at > 0,
         "{status:?}"
     );
+    // image_ref is the image's repo digest (`repo@sha256:<manifest>`), which the kubelet
+    // shows as the container's imageID.
+    let pulled = rt
+        .image_client()
+        .image_status(ImageStatusRequest {
+            image: Some(ImageSpec {
+                image: image.clone(),
+                ..Default::default()
+            }),
+            verbose: false,
+        })
+        .await?
+        .into_inner()
+        .image
+        .context("ImageStatus of the pulled image")?;
+    let digest = pulled.repo_digests.first().context("no repo digest")?;
+    ensure!(
+        digest.contains("/skiff/busybox@sha256:") && status.image_ref == *digest,
+        "image_ref {:?}, repo digests {:?}",
+        status.image_ref,
+        pulled.repo_digests
+    );
 
     let out = exec_sync(rt, &container_id, &["cat", "/etc/hostname"], 10).await?;
     ensure!(
@@ -282,11 +304,15 @@ async fn exec_sync_timeout(rt: &CriRuntime) -> anyhow::Result<()> {
 }
 
 /// A container whose command does not exist: StartContainer fails naming the command,
-/// and the container is EXITED with reason StartError, and removable.
+/// and the container is EXITED with reason StartError, and removable. Its log file exists,
+/// empty (the kubelet's FallbackToLogsOnError reads it).
 async fn start_failure(rt: &CriRuntime) -> anyhow::Result<()> {
     let image = rt.busybox();
     rt.pull(&image).await?;
     let sandbox_id = rt.run_sandbox("broken").await?;
+    let log = rt.log_path("broken", "broken");
+    // The kubelet makes the container's log directory before CreateContainer.
+    std::fs::create_dir_all(log.parent().context("log dir")?)?;
     let mut client = rt.runtime_client();
     let container_id = client
         .create_container(CreateContainerRequest {
@@ -310,6 +336,8 @@ async fn start_failure(rt: &CriRuntime) -> anyhow::Result<()> {
             == (ContainerState::ContainerExited as i32, "StartError"),
         "{status:?}"
     );
+    let content = std::fs::read(&log).with_context(|| format!("reading {}", log.display()))?;
+    ensure!(content.is_empty(), "{}", String::from_utf8_lossy(&content));
     client
         .remove_container(RemoveContainerRequest { container_id })
         .await?;

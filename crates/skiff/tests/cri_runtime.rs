@@ -121,6 +121,24 @@ async fn version_and_status(rt: &CriRuntime) -> anyhow::Result<()> {
         .with_context(|| format!("verbose info without config: {:?}", verbose.info))?;
     let config: Value = serde_json::from_str(config).context("info.config is not JSON")?;
     ensure!(config.is_object(), "{config}");
+
+    // Runtime handlers (containerd 1.7+; 1.6 lists none): when listed, the default
+    // handler `""` is among them, as the kubelet looks a pod's handler up there.
+    let handlers: Vec<&str> = quiet
+        .runtime_handlers
+        .iter()
+        .map(|h| h.name.as_str())
+        .collect();
+    ensure!(
+        handlers.is_empty() || handlers.contains(&""),
+        "the default handler \"\" is not listed: {handlers:?}"
+    );
+    if rt.flavor() == common::cri::Flavor::Skiff {
+        ensure!(
+            handlers.contains(&"runc") && handlers.contains(&""),
+            "{handlers:?}"
+        );
+    }
     Ok(())
 }
 

@@ -85,6 +85,14 @@ spec:
     image: {image}
     terminationMessagePolicy: FallbackToLogsOnError
     command: ["sh", "-c", "echo line1; echo last-words; exit 3"]
+  - name: partial
+    image: {image}
+    terminationMessagePolicy: FallbackToLogsOnError
+    command: ["sh", "-c", "printf DONE; exit 1"]
+  - name: never-started
+    image: {image}
+    terminationMessagePolicy: FallbackToLogsOnError
+    command: ["/no/such/binary"]
   - name: custom
     image: {image}
     terminationMessagePath: /tmp/my-message
@@ -300,6 +308,19 @@ fn container_lifecycle_env_commands_and_ports() {
         (Some(3), Some("Error"))
     );
     assert_eq!(fallback["message"], "line1\nlast-words\n", "{termmsg}");
+    // Output without a final newline comes back as written (the runtime logs it as a
+    // partial line, as containerd does).
+    assert_eq!(terminated(&termmsg, "partial")["message"], "DONE", "{termmsg}");
+    // A container that never ran has an empty log, not a missing one.
+    let never = terminated(&termmsg, "never-started");
+    assert_eq!(never["reason"], "StartError", "{termmsg}");
+    assert!(
+        !never["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Error on reading"),
+        "{termmsg}"
+    );
     let custom_path = terminated(&termmsg, "custom");
     assert_eq!(custom_path["exitCode"], 4);
     assert_eq!(custom_path["message"], "custom path", "{termmsg}");
@@ -473,4 +494,77 @@ fn container_lifecycle_env_commands_and_ports() {
     }
     cluster.assert_no_leftovers();
     assert_eq!(nat_rules_mentioning(host_port), Vec::<String>::new());
+}
+
+/// `runAsNonRoot` (pod or container level) refuses a container that would run as root,
+/// with upstream's `CreateContainerConfigError` messages: a root image, `runAsUser: 0`, an
+/// image with a user name that cannot be checked. A numeric non-root user runs.
+#[test]
+fn run_as_non_root_refuses_root() {
+    let cluster = Cluster::start();
+    let push = |name: &str, user: &str| {
+        let image = skiff_testkit::busybox_configured(json!({"User": user}))
+            .expect("build the image");
+        skiff_testkit::push(cluster.registry.host(), name, "test", &image).expect("push")
+    };
+    let named = push("skiff/user-nobody", "nobody");
+    let numeric = push("skiff/user-numeric", "65534");
+    let root = cluster.image.clone();
+    let sleep = "    command: [\"sh\", \"-c\", \"id -u; exec sleep 3600\"]\n";
+    let pod_level = "  securityContext: {runAsNonRoot: true}\n";
+    let cases = [
+        ("root-image", root.as_str(), pod_level, String::new()),
+        (
+            "runasuser-zero",
+            root.as_str(),
+            "",
+            "    securityContext: {runAsNonRoot: true, runAsUser: 0}\n".to_owned(),
+        ),
+        ("named-user", named.as_str(), pod_level, String::new()),
+        (
+            "named-user-overridden",
+            named.as_str(),
+            "",
+            "    securityContext: {runAsNonRoot: true, runAsUser: 1000}\n".to_owned(),
+        ),
+        ("numeric-user", numeric.as_str(), pod_level, String::new()),
+    ];
+    for (name, image, spec, container) in &cases {
+        cluster.write_manifest(
+            &format!("{name}.yaml"),
+            &common::single_container_pod(name, image, spec, &format!("{container}{sleep}")),
+        );
+    }
+
+    let refused = [
+        ("root-image", "container has runAsNonRoot and image will run as root (pod: "),
+        ("runasuser-zero", "container's runAsUser breaks non-root policy (pod: "),
+        (
+            "named-user",
+            "container has runAsNonRoot and image has non-numeric user (nobody), cannot verify user is non-root (pod: ",
+        ),
+    ];
+    for (name, message) in refused {
+        let full = cluster.static_name(name);
+        let pods = cluster.wait_for(&format!("{name} refused"), TIMEOUT, |pods| {
+            find_pod(pods, &full).is_some_and(|p| {
+                container_status(p, "main")["state"]["waiting"]["reason"]
+                    == "CreateContainerConfigError"
+            })
+        });
+        let pod = find_pod(&pods, &full).cloned().unwrap_or_default();
+        let waiting = &container_status(&pod, "main")["state"]["waiting"];
+        let text = waiting["message"].as_str().unwrap_or_default();
+        assert!(
+            text.starts_with(message) && text.ends_with(", container: main)"),
+            "{name}: {waiting}"
+        );
+        assert!(text.contains(&format!("{full}_default(")), "{name}: {text}");
+    }
+    for (name, uid) in [("named-user-overridden", "1000"), ("numeric-user", "65534")] {
+        let pod = cluster.wait_running(&cluster.static_name(name));
+        let log = common::wait_log_line(&pod, "main", 0, uid);
+        let lines: Vec<String> = log_entries(&log).into_iter().map(|(_, t)| t).collect();
+        assert_eq!(lines.first().map(String::as_str), Some(uid), "{name}: {log}");
+    }
 }

@@ -78,9 +78,10 @@ pub fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
     })
 }
 
-/// Parses YAML (one document) into JSON values.
+/// Parses YAML (one document) into JSON values, bounded against hostile nesting
+/// (`skiff_api::yaml`).
 pub fn parse_yaml(body: &[u8]) -> Result<Value, ApiError> {
-    serde_yaml_ng::from_slice(body)
+    skiff_api::yaml::to_json(body)
         .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}")))
 }
 

@@ -4,8 +4,18 @@
 //! Every scan sends the full set of pods of the directory. A file that cannot be parsed
 //! is reported once (until its content changes) and never stops the kubelet; a file that
 //! used to be good and becomes broken keeps its last good pod.
+//!
+//! Manifests are untrusted input: a file larger than [`MAX_MANIFEST_BYTES`] or nesting
+//! deeper than `skiff_api::yaml::MAX_FLOW_DEPTH` is refused before it is parsed; a FIFO,
+//! a device, a directory, a dangling link or a link loop named `*.yaml` is reported once
+//! and never opened for reading (a FIFO never blocks the source); scans run on a blocking
+//! thread, off the kubelet's async workers. Two files giving the same pod name: the first
+//! in name order wins, as upstream's `filterInvalidPods` keeps the first, and the log names
+//! both files.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,6 +32,9 @@ use super::validation::validate_pod;
 const MANIFEST_EXTENSIONS: &[&str] = &["yaml", "yml", "json"];
 /// Delay after a filesystem event before rescanning, to coalesce bursts of events.
 const EVENT_SETTLE: Duration = Duration::from_millis(100);
+/// Largest manifest read, in bytes: the API server's request body limit (upstream
+/// `MaxRequestBodyBytes`, 3 MiB), beyond which a mirror pod could not be stored either.
+pub const MAX_MANIFEST_BYTES: u64 = 3 << 20;
 
 /// A manifest whose pod is currently part of the snapshot.
 struct Manifest {
@@ -37,6 +50,11 @@ pub struct FileSource {
     manifests: HashMap<PathBuf, Manifest>,
     /// Content of files that failed to parse, so each failure is logged once.
     broken: HashMap<PathBuf, Vec<u8>>,
+    /// Files that could not be read (not a regular file, too large, a dangling link, ...)
+    /// with the problem last logged, so each is logged once until it changes.
+    unreadable: HashMap<PathBuf, String>,
+    /// Pairs of files (kept, ignored) whose duplicate pod name was logged.
+    duplicates: HashSet<(PathBuf, PathBuf)>,
     dir_missing_logged: bool,
 }
 
@@ -49,12 +67,15 @@ impl FileSource {
             check_frequency,
             manifests: HashMap::new(),
             broken: HashMap::new(),
+            unreadable: HashMap::new(),
+            duplicates: HashSet::new(),
             dir_missing_logged: false,
         }
     }
 
     /// Scans now, then on every directory event and every check period, sending each
-    /// snapshot to `snapshots`. Returns when the receiver is gone.
+    /// snapshot to `snapshots`. Returns when the receiver is gone. Each scan runs on a
+    /// blocking thread.
     pub async fn run(mut self, snapshots: mpsc::Sender<Snapshot>) {
         let (event_tx, mut events) = mpsc::unbounded_channel();
         let mut watcher = None;
@@ -63,9 +84,22 @@ impl FileSource {
             if watcher.is_none() {
                 watcher = self.watch(event_tx.clone());
             }
+            let scanned = tokio::task::spawn_blocking(move || {
+                let pods = self.scan();
+                (self, pods)
+            })
+            .await;
+            let pods;
+            (self, pods) = match scanned {
+                Ok(done) => done,
+                Err(e) => {
+                    error!(error = %e, "the manifest scan failed; the file source stops");
+                    return;
+                }
+            };
             let snapshot = Snapshot {
                 source: FILE_SOURCE,
-                pods: self.scan(),
+                pods,
             };
             if snapshots.send(snapshot).await.is_err() {
                 return;
@@ -112,20 +146,63 @@ impl FileSource {
         };
         self.manifests.retain(|path, _| files.contains(path));
         self.broken.retain(|path, _| files.contains(path));
+        self.unreadable.retain(|path, _| files.contains(path));
         for path in &files {
             self.read_manifest(path);
         }
-        let mut pods: Vec<(&PathBuf, &Manifest)> = self.manifests.iter().collect();
-        pods.sort_by(|a, b| a.0.cmp(b.0));
-        pods.into_iter().map(|(_, m)| m.pod.clone()).collect()
+        let mut manifests: Vec<(&PathBuf, &Manifest)> = self.manifests.iter().collect();
+        manifests.sort_by(|a, b| a.0.cmp(b.0));
+        // Upstream's `filterInvalidPods`: one pod per full name, the first file's.
+        let mut first_file: HashMap<(&str, &str), &PathBuf> = HashMap::new();
+        let mut pods = Vec::with_capacity(manifests.len());
+        let mut duplicates = HashSet::new();
+        for (path, manifest) in manifests {
+            let meta = &manifest.pod.metadata;
+            let key = (
+                meta.namespace.as_deref().unwrap_or(""),
+                meta.name.as_deref().unwrap_or(""),
+            );
+            match first_file.get(&key) {
+                Some(kept) => {
+                    let pair = ((*kept).clone(), path.clone());
+                    if !self.duplicates.contains(&pair) {
+                        warn!(
+                            file = %path.display(),
+                            kept = %kept.display(),
+                            pod = key.1,
+                            namespace = key.0,
+                            "pod failed validation due to duplicate pod name, ignoring this file"
+                        );
+                    }
+                    duplicates.insert(pair);
+                }
+                None => {
+                    first_file.insert(key, path);
+                    pods.push(manifest.pod.clone());
+                }
+            }
+        }
+        self.duplicates = duplicates;
+        pods
+    }
+
+    /// Logs `problem` about `path` unless it was the last one logged for it.
+    fn report_unreadable(&mut self, path: &Path, problem: String) {
+        if self.unreadable.get(path) != Some(&problem) {
+            warn!(file = %path.display(), problem = %problem, "cannot read pod manifest; ignoring this file");
+            self.unreadable.insert(path.to_owned(), problem);
+        }
     }
 
     /// Re-reads one manifest if its content changed.
     fn read_manifest(&mut self, path: &Path) {
-        let content = match std::fs::read(path) {
-            Ok(content) => content,
-            Err(e) => {
-                warn!(file = %path.display(), error = %e, "cannot read pod manifest");
+        let content = match read_bounded(path) {
+            Ok(content) => {
+                self.unreadable.remove(path);
+                content
+            }
+            Err(problem) => {
+                self.report_unreadable(path, problem);
                 return;
             }
         };
@@ -157,7 +234,8 @@ impl FileSource {
     }
 }
 
-/// The manifest files of `dir`: regular files with a manifest extension, no dotfiles.
+/// The manifest candidates of `dir`: entries with a manifest extension, no dotfiles,
+/// whatever their type ([`read_bounded`] tells what is wrong with one that is no file).
 fn manifest_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
@@ -167,11 +245,51 @@ fn manifest_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
             .extension()
             .and_then(|e| e.to_str())
             .is_some_and(|e| MANIFEST_EXTENSIONS.contains(&e));
-        if !name.starts_with('.') && ext_ok && path.is_file() {
+        if !name.starts_with('.') && ext_ok {
             files.push(path);
         }
     }
     Ok(files)
+}
+
+/// Reads the manifest at `path` (symlinks followed, as upstream's `os.Stat`): only a
+/// regular file of at most [`MAX_MANIFEST_BYTES`]. Errors with the problem to log: a
+/// directory ("not recursing into manifest path"), anything else that is no regular file,
+/// a dangling link, a link loop, a file too large. Nothing that is not a regular file is
+/// ever opened (a FIFO would block), and the file read is checked to be the one stat'ed.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("could not get metadata: {e}"))?;
+    if meta.is_dir() {
+        return Err("not recursing into manifest path: it is a directory".to_owned());
+    }
+    if !meta.is_file() {
+        return Err("manifest path is not a directory or file".to_owned());
+    }
+    if meta.len() > MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "manifest is {} bytes, more than the limit of {MAX_MANIFEST_BYTES} bytes",
+            meta.len()
+        ));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("could not open: {e}"))?;
+    let opened = file.metadata().map_err(|e| format!("could not stat: {e}"))?;
+    if !opened.is_file() || (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+        return Err("manifest changed while it was opened".to_owned());
+    }
+    let mut content = Vec::with_capacity(opened.len() as usize);
+    file.take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut content)
+        .map_err(|e| format!("could not read: {e}"))?;
+    if content.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "manifest grew beyond the limit of {MAX_MANIFEST_BYTES} bytes"
+        ));
+    }
+    Ok(content)
 }
 
 /// Parses one manifest (JSON for `.json`, else YAML) into a defaulted, validated pod.
@@ -185,10 +303,16 @@ pub fn parse_manifest(
         return Err("manifest is empty".to_owned());
     }
     let is_json = path.extension().is_some_and(|e| e == "json");
+    // YAML becomes JSON first and the pod is decoded from that, as upstream decodes a
+    // manifest, so JSON's types hold (`name: 12345` is a number, not a name).
     let mut pod: Pod = if is_json {
+        skiff_api::yaml::check_nesting(content, skiff_api::yaml::MAX_FLOW_DEPTH)
+            .map_err(|e| format!("invalid JSON pod: {e}"))?;
         serde_json::from_slice(content).map_err(|e| format!("invalid JSON pod: {e}"))?
     } else {
-        serde_yaml_ng::from_slice(content).map_err(|e| format!("invalid YAML pod: {e}"))?
+        let value =
+            skiff_api::yaml::to_json(content).map_err(|e| format!("invalid YAML pod: {e}"))?;
+        serde_json::from_value(value).map_err(|e| format!("invalid YAML pod: {e}"))?
     };
     if pod.metadata.name.as_deref().unwrap_or("").is_empty() {
         return Err("metadata.name: Required value".to_owned());
@@ -292,5 +416,95 @@ mod tests {
         let first = source.scan();
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(first, source.scan());
+    }
+
+    /// Hostile or odd entries are refused or reported without blocking or stalling the
+    /// scan: a FIFO, a directory, a dangling link, a link loop, an oversized file and a
+    /// deeply nested one, all named `*.yaml`, next to a good manifest.
+    #[test]
+    fn odd_entries_never_block_or_stall_the_scan() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("web.yaml"), GOOD).unwrap_or_else(|e| panic!("{e}"));
+        nix::unistd::mkfifo(&path("fifo.yaml"), nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .unwrap_or_else(|e| panic!("mkfifo: {e}"));
+        std::fs::create_dir(path("dir.yaml")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("missing.yaml", path("dangling.yaml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("loop.yaml", path("loop.yaml")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(path("nested.yaml"), "[".repeat(100_000)).unwrap_or_else(|e| panic!("{e}"));
+        let big = std::fs::File::create(path("big.yaml")).unwrap_or_else(|e| panic!("{e}"));
+        big.set_len(MAX_MANIFEST_BYTES + 1).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("web.yaml", path("link.yml")).unwrap_or_else(|e| panic!("{e}"));
+
+        let mut source = FileSource::new(
+            dir.path().to_owned(),
+            "node1".into(),
+            Duration::from_secs(20),
+        );
+        let started = std::time::Instant::now();
+        let pods = source.scan();
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        // web.yaml, and link.yml (a link to it) gives the same pod name: one pod.
+        assert_eq!(pods.len(), 1, "{pods:?}");
+        let problem = |name: &str| source.unreadable.get(&path(name)).cloned().unwrap_or_default();
+        assert_eq!(problem("fifo.yaml"), "manifest path is not a directory or file");
+        assert!(problem("dir.yaml").starts_with("not recursing"), "{}", problem("dir.yaml"));
+        assert!(problem("dangling.yaml").contains("No such file"), "{}", problem("dangling.yaml"));
+        assert!(problem("loop.yaml").contains("symbolic links"), "{}", problem("loop.yaml"));
+        assert!(problem("big.yaml").contains("more than the limit"), "{}", problem("big.yaml"));
+        assert!(
+            source.broken.contains_key(&path("nested.yaml")),
+            "the nested file is a parse error"
+        );
+        assert!(
+            source
+                .duplicates
+                .contains(&(path("link.yml"), path("web.yaml"))),
+            "{:?}",
+            source.duplicates
+        );
+    }
+
+    /// Two files with the same pod name: the first in name order wins, the other is
+    /// ignored until the name is free again.
+    #[test]
+    fn duplicate_pod_names_keep_the_first_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        std::fs::write(dir.path().join("a.yaml"), GOOD).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("b.yaml"), GOOD.replace("busybox", "busybox:1.36"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut source = FileSource::new(
+            dir.path().to_owned(),
+            "node1".into(),
+            Duration::from_secs(20),
+        );
+        let pods = source.scan();
+        assert_eq!(pods.len(), 1);
+        assert_eq!(
+            pods[0].spec.as_ref().map(|s| s.containers[0].image.clone()),
+            Some(Some("busybox".to_owned()))
+        );
+        std::fs::remove_file(dir.path().join("a.yaml")).unwrap_or_else(|e| panic!("{e}"));
+        let pods = source.scan();
+        assert_eq!(
+            pods[0].spec.as_ref().map(|s| s.containers[0].image.clone()),
+            Some(Some("busybox:1.36".to_owned()))
+        );
+    }
+
+    #[test]
+    fn metadata_is_validated_with_json_types() {
+        let err = |c: &str| parse("/m/a.yaml", c).err().unwrap_or_default();
+        let number = GOOD.replace("name: web", "name: 12345");
+        assert!(err(&number).contains("expected a string"), "{}", err(&number));
+        let label = GOOD.replace("  name: web\n", "  name: web\n  labels: {\"-bad key\": x}\n");
+        assert!(err(&label).contains("metadata.labels: Invalid value: \"-bad key\""), "{}", err(&label));
+        // Quantities may be numbers, as upstream's JSON decoding allows.
+        let cpu = GOOD.replace(
+            "    image: busybox\n",
+            "    image: busybox\n    resources: {limits: {cpu: 1, memory: 64Mi}}\n",
+        );
+        assert!(parse("/m/a.yaml", &cpu).is_ok(), "{}", err(&cpu));
     }
 }

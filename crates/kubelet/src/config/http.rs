@@ -169,8 +169,9 @@ fn fetch(agent: &ureq::Agent, url: &str, headers: &BTreeMap<String, Vec<String>>
 /// Parses a body served at `url` (JSON or YAML) holding one Pod or a v1 PodList into
 /// defaulted, validated static pods for `node_name`. Errors name the bad item and field.
 pub fn parse_pods(url: &str, body: &[u8], node_name: &str, seen: &str) -> Result<Vec<Pod>, String> {
+    // serde_json is linear and stops at 128 levels; YAML is read bounded (`skiff_api::yaml`).
     let document: Value = serde_json::from_slice(body)
-        .or_else(|_| serde_yaml_ng::from_slice(body))
+        .or_else(|_| skiff_api::yaml::to_json(body))
         .map_err(|e| format!("neither JSON nor YAML: {e}"))?;
     let kind = document["kind"].as_str().unwrap_or("");
     let api_version = document["apiVersion"].as_str().unwrap_or("");

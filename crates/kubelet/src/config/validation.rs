@@ -1,20 +1,21 @@
 //! Validation of static pods: the API server's pod validation
-//! (`skiff_api::core::pod::validate_pod`, upstream `ValidatePodCreate`) plus the name and
-//! namespace checks the API server's metadata rules would make.
+//! (`skiff_api::core::pod::validate_pod`, upstream `ValidatePodCreate`) plus its metadata
+//! rules (`ValidateObjectMeta`: name, namespace, label keys and values, annotations).
 
 use k8s_openapi::api::core::v1::Pod;
-use skiff_api::core::{validate_dns1123_label, validate_dns1123_subdomain};
 use skiff_api::field::Path;
+use skiff_api::meta::validate_object_meta;
+use skiff_api::names::name_is_dns_subdomain;
 
 /// Checks a defaulted pod; the error lists every problem as upstream prints a field error
 /// (`spec.containers[0].image: Required value`), joined by `; `.
 pub fn validate_pod(pod: &Pod) -> Result<(), String> {
-    let mut errors = Vec::new();
-    let meta = Path::new("metadata");
-    let name = pod.metadata.name.as_deref().unwrap_or("");
-    validate_dns1123_subdomain(&mut errors, &meta.child("name"), name);
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
-    validate_dns1123_label(&mut errors, &meta.child("namespace"), namespace);
+    let mut errors = validate_object_meta(
+        &pod.metadata,
+        true,
+        name_is_dns_subdomain,
+        &Path::new("metadata"),
+    );
     errors.extend(skiff_api::core::pod::validate_pod(pod));
     if errors.is_empty() {
         Ok(())

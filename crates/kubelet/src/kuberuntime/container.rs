@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_cri::v1::{
     ContainerConfig, ContainerMetadata, ContainerState, CreateContainerRequest, ImageSpec,
-    KeyValue, Mount, PodSandboxConfig, StartContainerRequest,
+    ImageStatusRequest, KeyValue, Mount, PodSandboxConfig, StartContainerRequest,
 };
 use k8s_openapi::api::core::v1::{Container, Pod};
 use tracing::{info, warn};
@@ -86,6 +86,73 @@ pub fn generate_container_config(
         linux: Some(linux_container_config(pod, container, ctx.memory_capacity)),
         ..Default::default()
     })
+}
+
+/// The effective `runAsNonRoot` and `runAsUser` of `container`: the container's security
+/// context over the pod's (upstream `securitycontext.DetermineEffectiveSecurityContext`).
+fn effective_non_root(pod: &Pod, container: &Container) -> (bool, Option<i64>) {
+    let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let sc = container.security_context.as_ref();
+    let non_root = sc
+        .and_then(|s| s.run_as_non_root)
+        .or_else(|| pod_sc.and_then(|s| s.run_as_non_root))
+        .unwrap_or(false);
+    let run_as_user = sc
+        .and_then(|s| s.run_as_user)
+        .or_else(|| pod_sc.and_then(|s| s.run_as_user));
+    (non_root, run_as_user)
+}
+
+/// Whether the image's user matters to [`verify_run_as_non_root`]: `runAsNonRoot` is set
+/// and no `runAsUser` overrides the image's user.
+pub fn needs_image_user(pod: &Pod, container: &Container) -> bool {
+    matches!(effective_non_root(pod, container), (true, None))
+}
+
+/// The `runAsNonRoot` check of upstream's `verifyRunAsNonRoot`
+/// (`kuberuntime/security_context_others.go`): with `runAsNonRoot: true` (container over
+/// pod), the container must not run as uid 0. `image_uid` / `image_username` are the
+/// image's user as CRI ImageStatus reports it (`uid` when numeric, else `username`; neither
+/// means root). Errors with upstream's messages, which become the container's
+/// `CreateContainerConfigError` message:
+/// - `container's runAsUser breaks non-root policy (pod: "p_ns(uid)", container: c)`;
+/// - `container has runAsNonRoot and image will run as root (pod: ..., container: c)`;
+/// - `container has runAsNonRoot and image has non-numeric user (nobody), cannot verify
+///   user is non-root (pod: ..., container: c)`.
+pub fn verify_run_as_non_root(
+    pod: &Pod,
+    container: &Container,
+    image_uid: Option<i64>,
+    image_username: &str,
+) -> Result<(), String> {
+    let (non_root, run_as_user) = effective_non_root(pod, container);
+    if !non_root {
+        return Ok(());
+    }
+    let meta = &pod.metadata;
+    let pod_name = format_pod(
+        meta.name.as_deref().unwrap_or(""),
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.uid.as_deref().unwrap_or(""),
+    );
+    let name = &container.name;
+    match (run_as_user, image_uid) {
+        (Some(0), _) => Err(format!(
+            "container's runAsUser breaks non-root policy (pod: {pod_name:?}, container: {name})"
+        )),
+        (Some(_), _) => Ok(()),
+        (None, Some(0)) => Err(format!(
+            "container has runAsNonRoot and image will run as root (pod: {pod_name:?}, container: {name})"
+        )),
+        (None, Some(_)) => Ok(()),
+        (None, None) if !image_username.is_empty() => Err(format!(
+            "container has runAsNonRoot and image has non-numeric user ({image_username}), cannot verify user is non-root (pod: {pod_name:?}, container: {name})"
+        )),
+        // No user in the image: it runs as root.
+        (None, None) => Err(format!(
+            "container has runAsNonRoot and image will run as root (pod: {pod_name:?}, container: {name})"
+        )),
+    }
 }
 
 /// Key of a container in the crash-loop backoff (upstream `getStableKey`).
@@ -197,6 +264,36 @@ impl KubeGenericRuntimeManager {
             .image_manager
             .ensure_image_exists(&*self.cri, pod, container, sandbox_config)
             .await?;
+        if needs_image_user(pod, container) {
+            let image = self
+                .cri
+                .image_status(ImageStatusRequest {
+                    image: Some(ImageSpec {
+                        image: image_ref.clone(),
+                        ..Default::default()
+                    }),
+                    verbose: false,
+                })
+                .await
+                .map_err(|e| {
+                    SyncError::new(
+                        CREATE_CONTAINER_CONFIG_ERROR,
+                        format!("getting the user of image {image_ref:?}: {}", e.message()),
+                    )
+                })?
+                .image
+                .unwrap_or_default();
+            verify_run_as_non_root(
+                pod,
+                container,
+                image.uid.map(|u| u.value),
+                &image.username,
+            )
+            .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
+        } else {
+            verify_run_as_non_root(pod, container, None, "")
+                .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
+        }
         let restart_count = status
             .find_container_status_by_name(&container.name)
             .map_or(0, |c| c.restart_count + 1);
@@ -298,5 +395,94 @@ impl KubeGenericRuntimeManager {
             warn!(pod = %pod_name, container = %container.name, error = %e, "killing the container after its failed postStart hook");
         }
         Err(SyncError::new(POST_START_HOOK_ERROR, message))
+    }
+}
+
+#[cfg(test)]
+mod non_root_tests {
+    use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SecurityContext};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn pod(pod_sc: Option<PodSecurityContext>, sc: Option<SecurityContext>) -> (Pod, Container) {
+        let container = Container {
+            name: "c".into(),
+            security_context: sc,
+            ..Default::default()
+        };
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("ns".into()),
+                uid: Some("u1".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                security_context: pod_sc,
+                containers: vec![container.clone()],
+                ..Default::default()
+            }),
+            status: None,
+        };
+        (pod, container)
+    }
+
+    #[test]
+    fn run_as_non_root_as_upstream() {
+        let non_root = Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            ..Default::default()
+        });
+        let (p, c) = pod(non_root.clone(), None);
+        assert!(needs_image_user(&p, &c));
+        assert_eq!(
+            verify_run_as_non_root(&p, &c, None, "").unwrap_err(),
+            r#"container has runAsNonRoot and image will run as root (pod: "p_ns(u1)", container: c)"#
+        );
+        assert!(verify_run_as_non_root(&p, &c, Some(0), "").is_err());
+        assert!(verify_run_as_non_root(&p, &c, Some(1000), "").is_ok());
+        assert_eq!(
+            verify_run_as_non_root(&p, &c, None, "nobody").unwrap_err(),
+            r#"container has runAsNonRoot and image has non-numeric user (nobody), cannot verify user is non-root (pod: "p_ns(u1)", container: c)"#
+        );
+
+        // The container's runAsUser decides; the image's user does not matter.
+        let (p, c) = pod(
+            non_root.clone(),
+            Some(SecurityContext {
+                run_as_user: Some(0),
+                ..Default::default()
+            }),
+        );
+        assert!(!needs_image_user(&p, &c));
+        assert_eq!(
+            verify_run_as_non_root(&p, &c, Some(1000), "").unwrap_err(),
+            r#"container's runAsUser breaks non-root policy (pod: "p_ns(u1)", container: c)"#
+        );
+        let (p, c) = pod(
+            non_root,
+            Some(SecurityContext {
+                run_as_user: Some(1000),
+                ..Default::default()
+            }),
+        );
+        assert!(verify_run_as_non_root(&p, &c, None, "nobody").is_ok());
+
+        // The container's runAsNonRoot: false overrides the pod's true.
+        let (p, c) = pod(
+            Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                ..Default::default()
+            }),
+            Some(SecurityContext {
+                run_as_non_root: Some(false),
+                ..Default::default()
+            }),
+        );
+        assert!(!needs_image_user(&p, &c));
+        assert!(verify_run_as_non_root(&p, &c, Some(0), "").is_ok());
+        let (p, c) = pod(None, None);
+        assert!(verify_run_as_non_root(&p, &c, Some(0), "").is_ok());
     }
 }

@@ -10,6 +10,7 @@ mod mounts;
 mod refresh;
 mod remove;
 mod reopen_log;
+pub(crate) mod root_path;
 pub mod resources;
 pub mod runc;
 pub mod seccomp;

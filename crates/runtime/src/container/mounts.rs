@@ -216,12 +216,12 @@ fn image_volumes(
         std::fs::create_dir_all(&host).map_err(|err| {
             Error::Internal(anyhow::anyhow!("creating {}: {err}", host.display()))
         })?;
-        let in_image = inputs
-            .rootfs
-            .join(clean_dest.strip_prefix("/").unwrap_or(&clean_dest));
-        // Only a real directory of the image is copied (never through a symlink out of the
-        // rootfs).
-        if std::fs::symlink_metadata(&in_image).is_ok_and(|m| m.is_dir()) {
+        // The image's path with its symlinks resolved inside the rootfs (containerd's
+        // `fs.RootPath`); only a directory there is copied.
+        let in_image = super::root_path::secure_join(inputs.rootfs, &clean_dest);
+        if let Ok(in_image) = in_image
+            && std::fs::symlink_metadata(&in_image).is_ok_and(|m| m.is_dir())
+        {
             copy_tree(&in_image, &host).map_err(|err| {
                 Error::Internal(anyhow::anyhow!(
                     "copying image content of volume {destination}: {err}"

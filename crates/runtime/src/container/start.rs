@@ -148,6 +148,17 @@ impl Runtime {
     /// Runs the shim and waits for its report; returns the container's init and shim.
     async fn spawn_shim(&self, container: &Container) -> anyhow::Result<Started> {
         let options = self.shim_options(container);
+        // The log file exists from the start, as containerd creates it before its task: a
+        // container whose process never ran has an empty log, not a missing one (the
+        // kubelet's FallbackToLogsOnError reads it).
+        if !container.log_path.as_os_str().is_empty() {
+            if let Some(dir) = container.log_path.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating log directory {}", dir.display()))?;
+            }
+            crate::shim::stdio::open_log(&container.log_path)
+                .with_context(|| format!("creating log {}", container.log_path.display()))?;
+        }
         let output = tokio::time::timeout(
             START_TIMEOUT,
             tokio::process::Command::new(&self.config.shim_binary)

@@ -11,14 +11,26 @@ use crate::error::Result;
 use crate::runtime::Runtime;
 
 impl Runtime {
-    /// Status of one container; `NotFound` when unknown.
+    /// Status of one container; `NotFound` when unknown. `image_ref` is the image's first
+    /// repo digest (containerd's), `image_id` its ID.
     pub(crate) async fn container_status(
         &self,
         req: ContainerStatusRequest,
     ) -> Result<ContainerStatusResponse> {
         let container = self.current_container(&req.container_id).await?;
+        let mut status = status(&container);
+        // As containerd: the image's first repo digest (`repo@sha256:<manifest digest>`)
+        // when the image is still known, which the kubelet shows as `imageID`; ListContainers
+        // keeps the image ID.
+        if let Some(digest) = self
+            .images
+            .get(&container.image_id)
+            .and_then(|image| image.repo_digests.into_iter().next())
+        {
+            status.image_ref = digest;
+        }
         Ok(ContainerStatusResponse {
-            status: Some(status(&container)),
+            status: Some(status),
             ..Default::default()
         })
     }

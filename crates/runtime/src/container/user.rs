@@ -15,8 +15,8 @@ pub struct User {
     pub uid: u32,
     /// Primary group ID.
     pub gid: u32,
-    /// Supplementary groups: the user's memberships in `/etc/group`, then the pod's
-    /// supplemental groups.
+    /// Supplementary groups: the primary group, the user's memberships in `/etc/group`,
+    /// then the pod's supplemental groups, without repeats.
     pub additional_gids: Vec<u32>,
 }
 
@@ -43,8 +43,8 @@ pub fn resolve(
     image_user: &str,
     sc: Option<&LinuxContainerSecurityContext>,
 ) -> Result<User> {
-    let passwd = parse_passwd(&read_image_file(rootfs, "etc/passwd"));
-    let groups = parse_group(&read_image_file(rootfs, "etc/group"));
+    let passwd = parse_passwd(&read_image_file(rootfs, "/etc/passwd"));
+    let groups = parse_group(&read_image_file(rootfs, "/etc/group"));
     let by_uid = |uid: u32| passwd.iter().find(|e| e.uid == uid);
     let by_name = |name: &str| {
         passwd.iter().find(|e| e.name == name).ok_or_else(|| {
@@ -111,14 +111,17 @@ pub fn resolve(
     if let Some(group) = sc.and_then(|sc| sc.run_as_group.as_ref()) {
         gid = to_id(group.value)?;
     }
-    let mut additional_gids: Vec<u32> = match &name {
-        Some(name) => groups
-            .iter()
-            .filter(|g| g.members.iter().any(|m| m == name))
-            .map(|g| g.gid)
-            .collect(),
-        None => Vec::new(),
-    };
+    // The primary group first (containerd's `ensureAdditionalGids`, so `id` shows it among
+    // the groups), then the user's memberships.
+    let mut additional_gids: Vec<u32> = vec![gid];
+    if let Some(name) = &name {
+        additional_gids.extend(
+            groups
+                .iter()
+                .filter(|g| g.members.iter().any(|m| m == name))
+                .map(|g| g.gid),
+        );
+    }
     for extra in sc
         .map(|sc| sc.supplemental_groups.as_slice())
         .unwrap_or_default()
@@ -139,17 +142,11 @@ fn to_id(value: i64) -> Result<u32> {
         .map_err(|_| Error::InvalidArgument(format!("invalid user or group ID {value}")))
 }
 
-/// Reads `rootfs/<relative>` unless a path component is a symlink (which could point out of
-/// the rootfs); missing or unreadable files read as empty.
-fn read_image_file(rootfs: &Path, relative: &str) -> String {
-    let mut path = rootfs.to_path_buf();
-    for part in relative.split('/') {
-        path.push(part);
-        if std::fs::symlink_metadata(&path).map_or(true, |m| m.file_type().is_symlink()) {
-            return String::new();
-        }
-    }
-    std::fs::read_to_string(path).unwrap_or_default()
+/// Reads `rootfs/<path>` with symlinks resolved inside the rootfs, as containerd does
+/// (an image's `/etc/passwd` may be a link, absolute or through a linked `/etc`); missing or
+/// unreadable files read as empty.
+fn read_image_file(rootfs: &Path, path: &str) -> String {
+    super::root_path::read_in_root(rootfs, path).unwrap_or_default()
 }
 
 fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
@@ -217,7 +214,7 @@ mod tests {
             User {
                 uid: 0,
                 gid: 0,
-                additional_gids: vec![]
+                additional_gids: vec![0]
             }
         );
         assert_eq!(
@@ -225,7 +222,7 @@ mod tests {
             User {
                 uid: 33,
                 gid: 34,
-                additional_gids: vec![50]
+                additional_gids: vec![34, 50]
             }
         );
         assert_eq!(
@@ -233,7 +230,7 @@ mod tests {
             User {
                 uid: 33,
                 gid: 34,
-                additional_gids: vec![50]
+                additional_gids: vec![34, 50]
             }
         );
         assert_eq!(
@@ -241,7 +238,7 @@ mod tests {
             User {
                 uid: 1000,
                 gid: 1000,
-                additional_gids: vec![]
+                additional_gids: vec![1000]
             }
         );
         assert_eq!(r("www:staff").gid, 50);
@@ -265,7 +262,7 @@ mod tests {
             User {
                 uid: 33,
                 gid: 7,
-                additional_gids: vec![50, 9]
+                additional_gids: vec![7, 50, 9]
             }
         );
         let sc = LinuxContainerSecurityContext {
@@ -281,5 +278,45 @@ mod tests {
             resolve(dir.path(), "www", Some(&group_only)),
             Err(Error::Unknown(_))
         ));
+    }
+
+    /// `/etc/passwd` and `/etc/group` may be symlinks, absolute or through a linked `/etc`:
+    /// they resolve inside the rootfs, never on the host.
+    #[test]
+    fn linked_passwd_and_group_resolve_inside_the_rootfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("usr/lib/accounts")).unwrap();
+        std::fs::write(
+            root.join("usr/lib/accounts/passwd"),
+            "app:x:1234:1235::/:/bin/sh\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("usr/lib/accounts/group"), "app:x:1235:\nextra:x:77:app\n")
+            .unwrap();
+        std::fs::create_dir(root.join("etc")).unwrap();
+        std::os::unix::fs::symlink("/usr/lib/accounts/passwd", root.join("etc/passwd")).unwrap();
+        std::os::unix::fs::symlink("../usr/lib/accounts/group", root.join("etc/group")).unwrap();
+        let want = User {
+            uid: 1234,
+            gid: 1235,
+            additional_gids: vec![1235, 77],
+        };
+        assert_eq!(resolve(root, "app", None).unwrap(), want);
+
+        // The same through a linked `/etc`; a link out of the root stays inside it.
+        let other = tempfile::tempdir().unwrap();
+        let root = other.path();
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::fs::write(root.join("real/passwd"), "app:x:1234:1235::/:/bin/sh\n").unwrap();
+        std::fs::write(root.join("real/group"), "app:x:1235:\nextra:x:77:app\n").unwrap();
+        std::os::unix::fs::symlink("/real", root.join("etc")).unwrap();
+        assert_eq!(resolve(root, "app", None).unwrap(), want);
+        std::fs::remove_file(root.join("real/passwd")).unwrap();
+        std::os::unix::fs::symlink("../../../../etc/passwd", root.join("real/passwd")).unwrap();
+        assert!(matches!(
+            resolve(root, "root", None),
+            Err(Error::InvalidArgument(_))
+        ), "the host's /etc/passwd was read");
     }
 }

@@ -358,12 +358,12 @@ impl RuntimeService for Runtime {
                     .unwrap_or_default(),
             },
         ];
-        let runtime_handlers = self
-            .config
-            .handlers
-            .keys()
+        // The default handler is also listed as `""` (what a pod without a RuntimeClass
+        // asks for), as containerd lists it; the kubelet looks the pod's handler up here.
+        let runtime_handlers = std::iter::once("")
+            .chain(self.config.handlers.keys().map(String::as_str))
             .map(|name| RuntimeHandler {
-                name: name.clone(),
+                name: name.to_owned(),
                 features: Some(RuntimeHandlerFeatures::default()),
             })
             .collect();

@@ -1,7 +1,9 @@
 //! The CRI container log format (kubelet `pkg/kubelet/kuberuntime/logs`):
 //! `<RFC3339Nano timestamp> <stdout|stderr> <F|P> <content>\n`, one record per line of
 //! output; lines longer than [`MAX_LINE`] are split into partial (`P`) records ending with
-//! a full (`F`) one, as containerd's CRI plugin does.
+//! a full (`F`) one, as containerd's CRI plugin does. Output that ends without a newline
+//! ends with a partial record, as containerd's `redirectLogs` writes it, so readers (the
+//! kubelet's `kubectl logs`, its `FallbackToLogsOnError` termination message) add nothing.
 
 use std::io::{self, Read, Write};
 use std::sync::Mutex;
@@ -64,18 +66,19 @@ impl<W: Write> Sink<W> {
         out.write_all(&line)
     }
 
-    /// Writes one complete line, split into records of at most [`MAX_LINE`] bytes.
-    fn full_line(&self, stream: Stream, line: &[u8]) -> io::Result<()> {
+    /// Writes one line, split into records of at most [`MAX_LINE`] bytes; the last record
+    /// is full unless `ends_partial` (output that ended without a newline).
+    fn line(&self, stream: Stream, line: &[u8], ends_partial: bool) -> io::Result<()> {
         let mut rest = line;
         while rest.len() > MAX_LINE {
             self.record(stream, true, &rest[..MAX_LINE])?;
             rest = &rest[MAX_LINE..];
         }
-        self.record(stream, false, rest)
+        self.record(stream, ends_partial, rest)
     }
 
     /// Copies `src` until EOF into records. Output without a final newline is written as a
-    /// full record at EOF.
+    /// partial record at EOF.
     pub fn copy(&self, stream: Stream, mut src: impl Read) -> io::Result<()> {
         let mut pending = Vec::new();
         let mut buf = vec![0u8; 8192];
@@ -89,7 +92,7 @@ impl<W: Write> Sink<W> {
             pending.extend_from_slice(&buf[..n]);
             let mut start = 0;
             while let Some(pos) = pending[start..].iter().position(|&b| b == b'\n') {
-                self.full_line(stream, &pending[start..start + pos])?;
+                self.line(stream, &pending[start..start + pos], false)?;
                 start += pos + 1;
             }
             while pending.len() - start > MAX_LINE {
@@ -99,7 +102,7 @@ impl<W: Write> Sink<W> {
             pending.drain(..start);
         }
         if !pending.is_empty() {
-            self.full_line(stream, &pending)?;
+            self.line(stream, &pending, true)?;
         }
         Ok(())
     }
@@ -138,7 +141,8 @@ mod tests {
         assert_eq!(recs.len(), 3);
         assert_eq!(recs[0], ("stderr".into(), "F".into(), "hello".into()));
         assert_eq!(recs[1].2, "");
-        assert_eq!(recs[2], ("stderr".into(), "F".into(), "world".into()));
+        // No newline at the end: a partial record, as containerd writes it.
+        assert_eq!(recs[2], ("stderr".into(), "P".into(), "world".into()));
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub mod log;
 mod monitor;
 pub mod protocol;
 pub mod record;
-mod stdio;
+pub(crate) mod stdio;
 
 pub use stdio::set_window_size;
 

@@ -6,7 +6,9 @@
 //! (as containerd's overlay applier does): `.wh.NAME` becomes a 0:0 character device `NAME`,
 //! `.wh..wh..opq` becomes the xattr `trusted.overlay.opaque=y` on its directory.
 //! Nothing is ever written outside the destination: absolute entry names, `..` components and
-//! paths that would go through a symlink leaving the destination are rejected.
+//! paths that would go through a symlink climbing above the destination are rejected. As in
+//! containerd (`fs.RootPath`, `hardlinkRootPath`), an absolute symlink met on a path and an
+//! absolute hard link target are taken relative to the layer root.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::{self, File};
@@ -208,9 +210,9 @@ enum Step {
     Up,
 }
 
-/// Resolves the directory `parts` under `root`, following symlinks met on the way as long
-/// as they stay inside `root` (absolute targets and targets climbing above `root` are
-/// rejected). With `create`, missing directories are created (mode 0755, as tar does).
+/// Resolves the directory `parts` under `root`, following symlinks met on the way inside
+/// `root`: an absolute target starts again at `root` (containerd's `fs.RootPath`), a target
+/// climbing above `root` is rejected. With `create`, missing directories are created (mode 0755, as tar does).
 fn resolve_dir(
     root: &Path,
     raw: &Path,
@@ -243,23 +245,20 @@ fn resolve_dir(
                 }
                 let target =
                     fs::read_link(&next).map_err(io_err(format!("readlink {}", next.display())))?;
-                for component in target.components().rev() {
+                let mut steps = Vec::new();
+                for component in target.components() {
                     match component {
-                        Component::Normal(name) => pending.push(Step::Name(name.to_os_string())),
-                        Component::ParentDir => pending.push(Step::Up),
+                        Component::Normal(name) => steps.push(Step::Name(name.to_os_string())),
+                        Component::ParentDir => steps.push(Step::Up),
                         Component::CurDir => {}
                         Component::RootDir | Component::Prefix(_) => {
-                            return Err(escape(
-                                raw,
-                                format!(
-                                    "goes through symlink {} with absolute target {}",
-                                    next.display(),
-                                    target.display()
-                                ),
-                            ));
+                            // Absolute: from the layer root, never the host's.
+                            stack.clear();
+                            steps.clear();
                         }
                     }
                 }
+                pending.extend(steps.into_iter().rev());
             }
             Ok(meta) if meta.is_dir() => stack.push(part),
             Ok(_) => {
@@ -313,7 +312,9 @@ fn make_hard_link<R: Read>(
             source: io::Error::new(io::ErrorKind::InvalidData, "no link target"),
         })?
         .into_owned();
-    let mut parts = clean_path(&target)?;
+    // An absolute target names a file of the layer (containerd's `hardlinkRootPath`).
+    let relative = target.strip_prefix("/").unwrap_or(&target);
+    let mut parts = clean_path(relative)?;
     let Some(name) = parts.pop() else {
         return Err(escape(&target, "hard link to the layer root"));
     };
@@ -649,7 +650,8 @@ mod tests {
         );
         let dotdot = format!("../../../../../../../..{outside_name}");
         assert_escape(TarBuilder::new().file(&dotdot, b"x").finish(), &outside);
-        // A symlink to an outside directory, then a file written through it.
+        // A symlink to an outside directory, then a file written through it: the absolute
+        // target is taken inside the layer root.
         let through = TarBuilder::new()
             .link(
                 tar::EntryType::Symlink,
@@ -658,18 +660,46 @@ mod tests {
             )
             .file("evil/pwned", b"x")
             .finish();
-        assert_escape(through, &outside);
+        let (dir, result) = apply(&through);
+        result.expect("apply through an absolute symlink");
+        assert!(!outside.exists(), "{} was written", outside.display());
+        let inside = dir.path().join("fs").join(outside.strip_prefix("/").expect("absolute"));
+        assert_eq!(fs::read(&inside).expect("written inside the layer"), b"x");
         // A relative symlink climbing out.
         let climbing = TarBuilder::new()
             .link(tar::EntryType::Symlink, "up", "../../../../../../../..")
             .file(&format!("up{outside_name}"), b"x")
             .finish();
         assert_escape(climbing, &outside);
-        // A hard link to a file outside.
+        // A hard link to a file outside, by `..` or through a symlink climbing out.
         let hard = TarBuilder::new()
             .link(tar::EntryType::Link, "h", "../../etc/passwd")
             .finish();
         assert_escape(hard, &outside);
+        let hard = TarBuilder::new()
+            .link(tar::EntryType::Symlink, "up", "../../../../../../../..")
+            .link(tar::EntryType::Link, "h", "up/etc/passwd")
+            .finish();
+        assert_escape(hard, &outside);
+    }
+
+    /// An absolute hard link target names a file of the layer, as containerd takes it.
+    #[test]
+    fn absolute_hard_link_targets_are_inside_the_layer() {
+        let archive = TarBuilder::new()
+            .dir("etc/")
+            .file("etc/os-release", b"ID=test\n")
+            .link(tar::EntryType::Link, "usr-os-release", "/etc/os-release")
+            .finish();
+        let (dir, result) = apply(&archive);
+        result.expect("apply");
+        let root = dir.path().join("fs");
+        let meta = fs::metadata(root.join("usr-os-release")).expect("stat");
+        assert_eq!(meta.nlink(), 2, "a hard link to the layer's file");
+        assert_eq!(
+            fs::read(root.join("usr-os-release")).expect("read"),
+            b"ID=test\n"
+        );
     }
 
     #[test]

@@ -129,10 +129,7 @@ pub fn check_nesting(content: &[u8], max: usize) -> Result<(), YamlError> {
 }
 
 fn scalar_can_start(last: Option<u8>) -> bool {
-    matches!(
-        last,
-        None | Some(b'[' | b'{' | b',' | b':' | b'-' | b'?')
-    )
+    matches!(last, None | Some(b'[' | b'{' | b',' | b':' | b'-' | b'?'))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod garbage_collection;
 pub mod images;
 pub mod kubelet;
 pub mod kuberuntime;
+pub mod logs;
 pub mod metrics;
 pub mod pleg;
 pub mod pod_dirs;
@@ -151,6 +152,9 @@ pub struct KubeletConfig {
     pub serialize_image_pulls: bool,
     /// Maximum number of processes per pod cgroup (`podPidsLimit`, -1: unlimited).
     pub pod_pids_limit: i64,
+    /// Container log rotation (`containerLogMaxSize` 10Mi, `containerLogMaxFiles` 5,
+    /// `containerLogMaxWorkers` 1, `containerLogMonitorInterval` 10s).
+    pub container_log: logs::LogRotatePolicy,
 }
 
 impl Default for KubeletConfig {
@@ -199,6 +203,7 @@ impl Default for KubeletConfig {
             max_containers: -1,
             serialize_image_pulls: true,
             pod_pids_limit: -1,
+            container_log: logs::LogRotatePolicy::default(),
         }
     }
 }
@@ -367,6 +372,7 @@ pub async fn run(
         eviction_tx,
     ));
     tasks.spawn(eviction_manager.run());
+    tasks.spawn(logs::ContainerLogManager::new(cri.clone(), config.container_log).run());
 
     let (update_tx, update_rx) = mpsc::channel(64);
     let (snapshot_tx, snapshots) = mpsc::channel(4);

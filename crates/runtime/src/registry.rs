@@ -99,3 +99,40 @@ mod tests {
         assert_eq!(registry.resolve(""), None);
     }
 }
+
+/// Names reserved by objects, each by one ID (containerd's `registrar`): a reservation is
+/// atomic, so two creates of one name cannot both succeed, and checking a name locks no
+/// object.
+#[derive(Default)]
+pub struct NameIndex {
+    names: Mutex<HashMap<String, String>>,
+}
+
+impl NameIndex {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.names
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reserves `name` for `id`; `false` when another ID holds it (reserving it again for
+    /// the same ID is fine).
+    pub fn reserve(&self, name: &str, id: &str) -> bool {
+        let mut names = self.lock();
+        match names.get(name) {
+            Some(holder) => holder == id,
+            None => {
+                names.insert(name.to_owned(), id.to_owned());
+                true
+            }
+        }
+    }
+
+    /// Releases `name` if `id` holds it.
+    pub fn release(&self, name: &str, id: &str) {
+        let mut names = self.lock();
+        if names.get(name).is_some_and(|holder| holder == id) {
+            names.remove(name);
+        }
+    }
+}

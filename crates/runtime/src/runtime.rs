@@ -28,6 +28,10 @@ pub struct Runtime {
     pub(crate) container_store: Store,
     pub(crate) sandboxes: Registry<Sandbox>,
     pub(crate) containers: Registry<Container>,
+    /// Reserved container names (`name_sandbox_attempt`) to the ID holding them, so that
+    /// CreateContainer checks a name without locking every container (containerd's name
+    /// index).
+    pub(crate) container_names: crate::registry::NameIndex,
     /// The exec / attach / port-forward server (bound here, served by
     /// [`crate::server::serve`]).
     pub(crate) streaming: StreamServer,
@@ -89,6 +93,7 @@ impl Runtime {
             container_store,
             sandboxes: Registry::new("pod sandbox"),
             containers: Registry::new("container"),
+            container_names: crate::registry::NameIndex::default(),
             oom_floor: crate::oom::floor(),
             events: crate::events::Events::default(),
             exit_watcher: crate::events::watcher::ExitWatcher::default(),
@@ -129,6 +134,9 @@ impl Runtime {
                     runtime.events.mark_stopped(&container.id);
                 }
             }
+            runtime
+                .container_names
+                .reserve(&container.name, &container.id);
             runtime.containers.insert(container.id.clone(), container);
         }
         runtime.sweep_orphaned_bundles(&known_containers);

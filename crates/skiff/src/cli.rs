@@ -161,12 +161,22 @@ pub struct KubeletArgs {
     /// Dead containers kept on the node; -1 for no limit [default: -1].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub maximum_dead_containers: Option<i32>,
+    /// A container log larger than this is rotated, e.g. `10Mi` [default: 10Mi].
+    #[arg(long, value_name = "QUANTITY", value_parser = log_max_size)]
+    pub container_log_max_size: Option<u64>,
+    /// Log files kept per container, the live one included, at least 2 [default: 5].
+    #[arg(long, value_name = "N")]
+    pub container_log_max_files: Option<usize>,
     #[command(flatten)]
     pub network: NetworkArgs,
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
     kubelet_configuration::parse_duration(s)
+}
+
+fn log_max_size(s: &str) -> Result<u64, String> {
+    kubelet_configuration::parse_log_max_size(s)
 }
 
 fn map_string_string(s: &str) -> Result<BTreeMap<String, String>, String> {

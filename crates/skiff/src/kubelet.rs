@@ -134,6 +134,14 @@ fn apply_flags(args: &KubeletArgs, config: &mut KubeletConfig) -> anyhow::Result
         &args.maximum_dead_containers_per_container,
     );
     set(&mut config.max_containers, &args.maximum_dead_containers);
+    set(
+        &mut config.container_log.max_size,
+        &args.container_log_max_size,
+    );
+    set(
+        &mut config.container_log.max_files,
+        &args.container_log_max_files,
+    );
     Ok(())
 }
 

@@ -20,6 +20,8 @@ common::cri_cases! {
     idempotent_stop_and_remove,
     missing_objects,
     pods_reach_each_other,
+    slow_start_blocks_no_other_call
+        => skiff_only("the gated runc handler is configured in Skiff's harness only"),
 }
 
 /// A busybox httpd serving `body` on port 8080; prints `started` first.
@@ -500,4 +502,108 @@ async fn pods_reach_each_other(rt: &CriRuntime) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A start held in `runc run` (the harness's `gated` handler) blocks no call about other
+/// containers, nor the status and list calls: they all complete while the gate is closed,
+/// then the held start completes.
+async fn slow_start_blocks_no_other_call(rt: &CriRuntime) -> anyhow::Result<()> {
+    const LIMIT: Duration = Duration::from_secs(20);
+    let image = rt.busybox();
+    rt.pull(&image).await?;
+    let gate = rt.dir().join("gate-closed");
+    let waiting = rt.dir().join("gate-waiting");
+    std::fs::write(&gate, "")?;
+    let _ = std::fs::remove_file(&waiting);
+    let mut client = rt.runtime_client();
+    let held_sandbox = rt.sandbox_config("held");
+    let held_pod = client
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(held_sandbox.clone()),
+            runtime_handler: skiff_testkit::cri::GATED_HANDLER.into(),
+        })
+        .await?
+        .into_inner()
+        .pod_sandbox_id;
+    let held = client
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: held_pod.clone(),
+            config: Some(rt.container_config("held", &image, ["sleep", "60"])),
+            sandbox_config: Some(held_sandbox),
+        })
+        .await?
+        .into_inner()
+        .container_id;
+    let mut starter = rt.runtime_client();
+    let held_id = held.clone();
+    let start = tokio::spawn(async move {
+        starter
+            .start_container(StartContainerRequest {
+                container_id: held_id,
+            })
+            .await
+    });
+    let deadline = Instant::now() + LIMIT;
+    while !waiting.exists() {
+        ensure!(Instant::now() < deadline, "runc run never reached the gate");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Meanwhile: list, status of the held container, another pod's whole lifecycle.
+    let result = tokio::time::timeout(LIMIT, async {
+        let listed = client
+            .list_containers(ListContainersRequest::default())
+            .await?
+            .into_inner()
+            .containers;
+        ensure!(listed.iter().any(|c| c.id == held), "{listed:?}");
+        let status = container_status(rt, &held).await?;
+        ensure!(
+            status.state == ContainerState::ContainerCreated as i32,
+            "{status:?}"
+        );
+        let other_pod = rt.run_sandbox("free").await?;
+        let other = rt
+            .run_container(
+                &other_pod,
+                "free",
+                rt.container_config("free", &image, ["sleep", "60"]),
+            )
+            .await?;
+        ensure!(
+            !start.is_finished(),
+            "the held start finished with the gate closed"
+        );
+        client
+            .stop_pod_sandbox(StopPodSandboxRequest {
+                pod_sandbox_id: other_pod.clone(),
+            })
+            .await?;
+        client
+            .remove_pod_sandbox(RemovePodSandboxRequest {
+                pod_sandbox_id: other_pod,
+            })
+            .await?;
+        anyhow::Ok(other)
+    })
+    .await;
+    std::fs::remove_file(&gate)?;
+    result.context("a call waited for the held start")??;
+    start.await??;
+    let status = container_status(rt, &held).await?;
+    ensure!(
+        status.state == ContainerState::ContainerRunning as i32,
+        "{status:?}"
+    );
+    client
+        .stop_pod_sandbox(StopPodSandboxRequest {
+            pod_sandbox_id: held_pod.clone(),
+        })
+        .await?;
+    client
+        .remove_pod_sandbox(RemovePodSandboxRequest {
+            pod_sandbox_id: held_pod,
+        })
+        .await?;
+    rt.wait_clean(Duration::from_secs(20)).await
 }

@@ -310,7 +310,11 @@ fn container_lifecycle_env_commands_and_ports() {
     assert_eq!(fallback["message"], "line1\nlast-words\n", "{termmsg}");
     // Output without a final newline comes back as written (the runtime logs it as a
     // partial line, as containerd does).
-    assert_eq!(terminated(&termmsg, "partial")["message"], "DONE", "{termmsg}");
+    assert_eq!(
+        terminated(&termmsg, "partial")["message"],
+        "DONE",
+        "{termmsg}"
+    );
     // A container that never ran has an empty log, not a missing one.
     let never = terminated(&termmsg, "never-started");
     assert_eq!(never["reason"], "StartError", "{termmsg}");
@@ -503,8 +507,8 @@ fn container_lifecycle_env_commands_and_ports() {
 fn run_as_non_root_refuses_root() {
     let cluster = Cluster::start();
     let push = |name: &str, user: &str| {
-        let image = skiff_testkit::busybox_configured(json!({"User": user}))
-            .expect("build the image");
+        let image =
+            skiff_testkit::busybox_configured(json!({"User": user})).expect("build the image");
         skiff_testkit::push(cluster.registry.host(), name, "test", &image).expect("push")
     };
     let named = push("skiff/user-nobody", "nobody");
@@ -537,8 +541,14 @@ fn run_as_non_root_refuses_root() {
     }
 
     let refused = [
-        ("root-image", "container has runAsNonRoot and image will run as root (pod: "),
-        ("runasuser-zero", "container's runAsUser breaks non-root policy (pod: "),
+        (
+            "root-image",
+            "container has runAsNonRoot and image will run as root (pod: ",
+        ),
+        (
+            "runasuser-zero",
+            "container's runAsUser breaks non-root policy (pod: ",
+        ),
         (
             "named-user",
             "container has runAsNonRoot and image has non-numeric user (nobody), cannot verify user is non-root (pod: ",
@@ -565,6 +575,10 @@ fn run_as_non_root_refuses_root() {
         let pod = cluster.wait_running(&cluster.static_name(name));
         let log = common::wait_log_line(&pod, "main", 0, uid);
         let lines: Vec<String> = log_entries(&log).into_iter().map(|(_, t)| t).collect();
-        assert_eq!(lines.first().map(String::as_str), Some(uid), "{name}: {log}");
+        assert_eq!(
+            lines.first().map(String::as_str),
+            Some(uid),
+            "{name}: {log}"
+        );
     }
 }

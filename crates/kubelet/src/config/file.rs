@@ -30,8 +30,6 @@ use super::validation::validate_pod;
 
 /// Manifest extensions read from the directory (upstream reads YAML and JSON).
 const MANIFEST_EXTENSIONS: &[&str] = &["yaml", "yml", "json"];
-/// Delay after a filesystem event before rescanning, to coalesce bursts of events.
-const EVENT_SETTLE: Duration = Duration::from_millis(100);
 /// Largest manifest read, in bytes: the API server's request body limit (upstream
 /// `MaxRequestBodyBytes`, 3 MiB), beyond which a mirror pod could not be stored either.
 pub const MAX_MANIFEST_BYTES: u64 = 3 << 20;
@@ -107,7 +105,7 @@ impl FileSource {
             tokio::select! {
                 _ = ticker.tick() => {}
                 Some(()) = events.recv() => {
-                    tokio::time::sleep(EVENT_SETTLE).await;
+                    // Events that came meanwhile are covered by this scan.
                     while events.try_recv().is_ok() {}
                 }
             }
@@ -115,16 +113,17 @@ impl FileSource {
     }
 
     /// Starts an inotify watch on the directory; `None` (retried on the next scan) when it
-    /// does not exist yet.
+    /// does not exist yet. Only events after which a file is complete trigger a scan (see
+    /// [`completes_a_file`]), so a scan never waits for a settle window and never reads a
+    /// file half written.
     fn watch(&self, events: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
-        let mut watcher =
-            notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.as_ref().map_or(true, completes_a_file) {
                 let _ = events.send(());
-            })
-            .map_err(
-                |e| warn!(error = %e, "cannot create file watcher; relying on periodic rescans"),
-            )
-            .ok()?;
+            }
+        })
+        .map_err(|e| warn!(error = %e, "cannot create file watcher; relying on periodic rescans"))
+        .ok()?;
         watcher.watch(&self.dir, RecursiveMode::NonRecursive).ok()?;
         Some(watcher)
     }
@@ -234,6 +233,25 @@ impl FileSource {
     }
 }
 
+/// Whether `event` may leave a manifest complete: a file closed after writing, a rename,
+/// a removal, a change of attributes, or a creation of anything but an empty regular file
+/// (a symlink or a directory gets no close event). Writes to a file still open, and the
+/// creation of an empty file about to be written, wait for its close.
+fn completes_a_file(event: &notify::Event) -> bool {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        EventKind::Modify(ModifyKind::Data(_)) => false,
+        EventKind::Create(CreateKind::File) | EventKind::Create(CreateKind::Any) => !event
+            .paths
+            .iter()
+            .all(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0)),
+        _ => true,
+    }
+}
+
 /// The manifest candidates of `dir`: entries with a manifest extension, no dotfiles,
 /// whatever their type ([`read_bounded`] tells what is wrong with one that is no file).
 fn manifest_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -276,7 +294,9 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| format!("could not open: {e}"))?;
-    let opened = file.metadata().map_err(|e| format!("could not stat: {e}"))?;
+    let opened = file
+        .metadata()
+        .map_err(|e| format!("could not stat: {e}"))?;
     if !opened.is_file() || (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
         return Err("manifest changed while it was opened".to_owned());
     }
@@ -426,15 +446,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let path = |name: &str| dir.path().join(name);
         std::fs::write(path("web.yaml"), GOOD).unwrap_or_else(|e| panic!("{e}"));
-        nix::unistd::mkfifo(&path("fifo.yaml"), nix::sys::stat::Mode::from_bits_truncate(0o600))
-            .unwrap_or_else(|e| panic!("mkfifo: {e}"));
+        nix::unistd::mkfifo(
+            &path("fifo.yaml"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap_or_else(|e| panic!("mkfifo: {e}"));
         std::fs::create_dir(path("dir.yaml")).unwrap_or_else(|e| panic!("{e}"));
         std::os::unix::fs::symlink("missing.yaml", path("dangling.yaml"))
             .unwrap_or_else(|e| panic!("{e}"));
-        std::os::unix::fs::symlink("loop.yaml", path("loop.yaml")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("loop.yaml", path("loop.yaml"))
+            .unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(path("nested.yaml"), "[".repeat(100_000)).unwrap_or_else(|e| panic!("{e}"));
         let big = std::fs::File::create(path("big.yaml")).unwrap_or_else(|e| panic!("{e}"));
-        big.set_len(MAX_MANIFEST_BYTES + 1).unwrap_or_else(|e| panic!("{e}"));
+        big.set_len(MAX_MANIFEST_BYTES + 1)
+            .unwrap_or_else(|e| panic!("{e}"));
         std::os::unix::fs::symlink("web.yaml", path("link.yml")).unwrap_or_else(|e| panic!("{e}"));
 
         let mut source = FileSource::new(
@@ -444,15 +469,44 @@ mod tests {
         );
         let started = std::time::Instant::now();
         let pods = source.scan();
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
         // web.yaml, and link.yml (a link to it) gives the same pod name: one pod.
         assert_eq!(pods.len(), 1, "{pods:?}");
-        let problem = |name: &str| source.unreadable.get(&path(name)).cloned().unwrap_or_default();
-        assert_eq!(problem("fifo.yaml"), "manifest path is not a directory or file");
-        assert!(problem("dir.yaml").starts_with("not recursing"), "{}", problem("dir.yaml"));
-        assert!(problem("dangling.yaml").contains("No such file"), "{}", problem("dangling.yaml"));
-        assert!(problem("loop.yaml").contains("symbolic links"), "{}", problem("loop.yaml"));
-        assert!(problem("big.yaml").contains("more than the limit"), "{}", problem("big.yaml"));
+        let problem = |name: &str| {
+            source
+                .unreadable
+                .get(&path(name))
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            problem("fifo.yaml"),
+            "manifest path is not a directory or file"
+        );
+        assert!(
+            problem("dir.yaml").starts_with("not recursing"),
+            "{}",
+            problem("dir.yaml")
+        );
+        assert!(
+            problem("dangling.yaml").contains("No such file"),
+            "{}",
+            problem("dangling.yaml")
+        );
+        assert!(
+            problem("loop.yaml").contains("symbolic links"),
+            "{}",
+            problem("loop.yaml")
+        );
+        assert!(
+            problem("big.yaml").contains("more than the limit"),
+            "{}",
+            problem("big.yaml")
+        );
         assert!(
             source.broken.contains_key(&path("nested.yaml")),
             "the nested file is a parse error"
@@ -472,8 +526,11 @@ mod tests {
     fn duplicate_pod_names_keep_the_first_file() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         std::fs::write(dir.path().join("a.yaml"), GOOD).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(dir.path().join("b.yaml"), GOOD.replace("busybox", "busybox:1.36"))
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join("b.yaml"),
+            GOOD.replace("busybox", "busybox:1.36"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let mut source = FileSource::new(
             dir.path().to_owned(),
             "node1".into(),
@@ -497,9 +554,20 @@ mod tests {
     fn metadata_is_validated_with_json_types() {
         let err = |c: &str| parse("/m/a.yaml", c).err().unwrap_or_default();
         let number = GOOD.replace("name: web", "name: 12345");
-        assert!(err(&number).contains("expected a string"), "{}", err(&number));
-        let label = GOOD.replace("  name: web\n", "  name: web\n  labels: {\"-bad key\": x}\n");
-        assert!(err(&label).contains("metadata.labels: Invalid value: \"-bad key\""), "{}", err(&label));
+        assert!(
+            err(&number).contains("expected a string"),
+            "{}",
+            err(&number)
+        );
+        let label = GOOD.replace(
+            "  name: web\n",
+            "  name: web\n  labels: {\"-bad key\": x}\n",
+        );
+        assert!(
+            err(&label).contains("metadata.labels: Invalid value: \"-bad key\""),
+            "{}",
+            err(&label)
+        );
         // Quantities may be numbers, as upstream's JSON decoding allows.
         let cpu = GOOD.replace(
             "    image: busybox\n",

@@ -40,10 +40,6 @@ pub const IGNORED_FIELDS: &[&str] = &[
     "clusterDNS",
     "clusterDomain",
     "configMapAndSecretChangeDetectionStrategy",
-    "containerLogMaxFiles",
-    "containerLogMaxSize",
-    "containerLogMaxWorkers",
-    "containerLogMonitorInterval",
     "contentType",
     "cpuCFSQuota",
     "cpuCFSQuotaPeriod",
@@ -281,6 +277,11 @@ struct FileFields {
     image_minimum_gc_age: Option<Duration>,
     serialize_image_pulls: Option<bool>,
     container_runtime_endpoint: Option<String>,
+    container_log_max_size: Option<Quantity>,
+    container_log_max_files: Option<i32>,
+    container_log_max_workers: Option<i32>,
+    #[serde(default, deserialize_with = "duration")]
+    container_log_monitor_interval: Option<Duration>,
 }
 
 impl FileFields {
@@ -349,6 +350,21 @@ impl FileFields {
         );
         set_duration(&mut c.image_minimum_gc_age, self.image_minimum_gc_age);
         set(&mut c.serialize_image_pulls, self.serialize_image_pulls);
+        if let Some(size) = self.container_log_max_size {
+            c.container_log.max_size =
+                parse_log_max_size(&size.0).map_err(|e| format!("containerLogMaxSize: {e}"))?;
+        }
+        if let Some(files) = self.container_log_max_files {
+            // Checked by `validate` (at least 2), after flags.
+            c.container_log.max_files = usize::try_from(files).unwrap_or(0);
+        }
+        if let Some(workers) = self.container_log_max_workers {
+            c.container_log.max_workers = usize::try_from(workers).unwrap_or(0);
+        }
+        set_duration(
+            &mut c.container_log.monitor_interval,
+            self.container_log_monitor_interval,
+        );
         let endpoint = self.container_runtime_endpoint.filter(|e| !e.is_empty());
         Ok((c, endpoint))
     }
@@ -375,6 +391,17 @@ fn expect_field(field: &str, value: Option<&str>, expected: &str) -> Result<(), 
 
 fn port_number(field: &str, port: i64) -> Result<u16, String> {
     u16::try_from(port).map_err(|_| format!("{field}: {port} must be between 0 and 65535"))
+}
+
+/// `containerLogMaxSize` (and `--container-log-max-size`): a quantity of bytes, such as
+/// `10Mi` or `50M`, greater than zero.
+pub fn parse_log_max_size(text: &str) -> Result<u64, String> {
+    let bytes = quantity::parse(&Quantity(text.to_owned()))
+        .ok_or_else(|| format!("invalid quantity {text:?} (examples: 10Mi, 50M)"))?;
+    if bytes < 1.0 {
+        return Err(format!("{text:?} must be greater than zero"));
+    }
+    Ok(bytes.ceil() as u64)
 }
 
 /// serde helper: a Go duration string (`metav1.Duration`).
@@ -521,6 +548,19 @@ pub fn validate(c: &KubeletConfig) -> Result<(), String> {
             c.image_gc_low_threshold_percent, c.image_gc_high_threshold_percent
         ));
     }
+    // Upstream's checks of the container log settings.
+    if c.container_log.max_files < 2 {
+        errors.push("containerLogMaxFiles: must be greater than 1".to_owned());
+    }
+    if c.container_log.max_workers < 1 {
+        errors.push("containerLogMaxWorkers: must be greater than or equal to 1".to_owned());
+    }
+    if c.container_log.monitor_interval < Duration::from_secs(3) {
+        errors.push(
+            "containerLogMonitorInterval: must be a positive time duration greater than or equal to 3s"
+                .to_owned(),
+        );
+    }
     if c.max_per_pod_container < 0 {
         errors.push("maximumDeadContainersPerContainer: must not be negative".to_owned());
     }
@@ -647,9 +687,22 @@ imageGCLowThresholdPercent: 70
 imageMinimumGCAge: 1h
 serializeImagePulls: false
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+containerLogMaxSize: 50Mi
+containerLogMaxFiles: 3
+containerLogMaxWorkers: 2
+containerLogMonitorInterval: 5s
 "#,
         );
         let c = &file.config;
+        assert_eq!(
+            c.container_log,
+            crate::logs::LogRotatePolicy {
+                max_size: 50 << 20,
+                max_files: 3,
+                max_workers: 2,
+                monitor_interval: Duration::from_secs(5),
+            }
+        );
         assert_eq!(
             c.pod_manifest_path.as_deref(),
             Some(Path::new("/etc/kubernetes/manifests"))
@@ -691,6 +744,31 @@ containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
             Some("unix:///run/containerd/containerd.sock")
         );
         assert!(validate(c).is_ok(), "{:?}", validate(c));
+    }
+
+    /// Upstream's rules for the container log settings.
+    #[test]
+    fn container_log_settings_are_checked() {
+        let invalid = |body: &str| {
+            let file = parse_ok(body);
+            validate(&file.config).unwrap_err()
+        };
+        assert!(
+            invalid("containerLogMaxFiles: 1\n")
+                .contains("containerLogMaxFiles: must be greater than 1")
+        );
+        assert!(invalid("containerLogMaxWorkers: 0\n").contains("containerLogMaxWorkers"));
+        assert!(
+            invalid("containerLogMonitorInterval: 1s\n").contains("greater than or equal to 3s")
+        );
+        let bad_size = parse_err("containerLogMaxSize: ten\n");
+        assert!(
+            bad_size.contains("containerLogMaxSize: invalid quantity"),
+            "{bad_size}"
+        );
+        assert_eq!(parse_log_max_size("10Mi"), Ok(10 << 20));
+        assert_eq!(parse_log_max_size("1k"), Ok(1000));
+        assert!(parse_log_max_size("0").is_err());
     }
 
     /// What `kubeadm init` writes (v1.30, cgroupDriver switched to cgroupfs).

@@ -158,6 +158,13 @@ impl FakeCri {
         }
     }
 
+    /// Sets the (absolute) log path a container's status reports.
+    pub fn set_log_path(&self, id: &str, path: &std::path::Path) {
+        if let Some((_, c)) = self.lock().containers.get_mut(id) {
+            c.log_path = path.to_string_lossy().into_owned();
+        }
+    }
+
     /// Removes a container or sandbox.
     pub fn remove(&self, id: &str) {
         let mut s = self.lock();
@@ -363,12 +370,15 @@ impl Cri for FakeCri {
         &self,
         req: ListContainersRequest,
     ) -> Result<ListContainersResponse, Status> {
-        let selector = req.filter.map(|f| f.label_selector).unwrap_or_default();
+        let filter = req.filter.unwrap_or_default();
         let s = self.lock();
         let containers = s
             .containers
             .values()
-            .filter(|(_, c)| matches(&c.labels, &selector))
+            .filter(|(_, c)| {
+                matches(&c.labels, &filter.label_selector)
+                    && filter.state.as_ref().is_none_or(|f| f.state == c.state)
+            })
             .map(|(sandbox, c)| Container {
                 id: c.id.clone(),
                 pod_sandbox_id: sandbox.clone(),
@@ -381,6 +391,27 @@ impl Cri for FakeCri {
             })
             .collect();
         Ok(ListContainersResponse { containers })
+    }
+    /// Creates the container's log file anew when it is missing, as a runtime reopening
+    /// its log does.
+    async fn reopen_container_log(
+        &self,
+        req: ReopenContainerLogRequest,
+    ) -> Result<ReopenContainerLogResponse, Status> {
+        let mut s = self.lock();
+        s.calls.push("ReopenContainerLog".into());
+        let (_, c) = s
+            .containers
+            .get(&req.container_id)
+            .ok_or_else(|| not_found("container"))?;
+        if !c.log_path.is_empty() {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&c.log_path)
+                .map_err(|e| Status::internal(e.to_string()))?;
+        }
+        Ok(ReopenContainerLogResponse {})
     }
     async fn container_status(
         &self,

@@ -160,6 +160,10 @@ impl EvictionManager {
     /// still met evict the first evictable pod of the ranking. Returns the UID of the
     /// evicted pod.
     pub async fn synchronize(&self) -> Option<String> {
+        // Upstream checks local storage limits first (`localStorageEviction`).
+        if let Some(uid) = self.local_storage_eviction().await {
+            return Some(uid);
+        }
         let (observations, dedicated_image_fs) = self.observe().await;
         let met = self.thresholds_met(&observations);
         {
@@ -242,6 +246,40 @@ impl EvictionManager {
         None
     }
 
+    /// Evicts the first active pod with a disk-backed emptyDir grown beyond its
+    /// `sizeLimit` (upstream `localStorageEviction` / `emptyDirLimitEviction`, message
+    /// `Usage of EmptyDir volume "v" exceeds the limit "1Mi". `), with no grace period.
+    /// Critical pods are exempt, and here static pods are critical, as upstream's
+    /// `IsCriticalPod` has them. Returns the UID of the evicted pod.
+    async fn local_storage_eviction(&self) -> Option<String> {
+        let dirs = PodDirs::new(&self.config.root_dir);
+        let pods: Vec<Arc<Pod>> = (self.active_pods)()
+            .into_iter()
+            .filter(|p| {
+                !self
+                    .evicted
+                    .is_evicted(p.metadata.uid.as_deref().unwrap_or(""))
+            })
+            .filter(|p| !is_critical(p) && !is_static(p))
+            .collect();
+        let over = tokio::task::spawn_blocking(move || {
+            pods.into_iter()
+                .find_map(|pod| empty_dir_over_limit(&pod, &dirs).map(|message| (pod, message)))
+        })
+        .await
+        .ok()
+        .flatten();
+        let (pod, message) = over?;
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        info!(pod = pod.metadata.name.as_deref().unwrap_or(""), uid = %uid, message = %message, "evicting pod");
+        self.evicted.request(&uid, message);
+        if self.kill.send(pod).await.is_err() {
+            self.evicted.forget(&uid);
+            return None;
+        }
+        Some(uid)
+    }
+
     /// Node-level reclaim for `signal` (upstream `buildSignalToNodeReclaimFuncs`); true
     /// when something was tried.
     async fn reclaim(&self, signal: Signal, dedicated_image_fs: bool) -> bool {
@@ -264,6 +302,48 @@ impl EvictionManager {
     }
 }
 
+/// The message of the first disk-backed emptyDir of `pod` that uses more than its
+/// `sizeLimit` (upstream `emptyDirMessageFmt`), if any.
+fn empty_dir_over_limit(pod: &Pod, dirs: &PodDirs) -> Option<String> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    pod.spec
+        .as_ref()?
+        .volumes
+        .iter()
+        .flatten()
+        .find_map(|volume| {
+            let source = volume.empty_dir.as_ref()?;
+            if source.medium.as_deref() == Some("Memory") {
+                // A tmpfs sized to the limit cannot outgrow it.
+                return None;
+            }
+            let limit = crate::volume::empty_dir::size_limit_bytes(source)?;
+            let dir = dirs.pod_volume_dir(
+                uid,
+                crate::volume::empty_dir::EMPTY_DIR_PLUGIN_NAME,
+                &volume.name,
+            );
+            let (used, _) = crate::stats::host::disk_usage(&dir);
+            (used > limit.unsigned_abs()).then(|| {
+                let shown = source.size_limit.as_ref().map_or("", |q| q.0.as_str());
+                format!(
+                    "Usage of EmptyDir volume {:?} exceeds the limit {shown:?}. ",
+                    volume.name
+                )
+            })
+        })
+}
+
+/// Static pods (from a manifest file or URL), which upstream's `IsCriticalPod` counts as
+/// critical.
+fn is_static(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::config::static_pod::CONFIG_SOURCE_ANNOTATION))
+        .is_some_and(|source| crate::config::static_pod::is_static_pod_source(source))
+}
+
 /// Critical pods are never evicted: system-critical priority (upstream
 /// `IsCriticalPodBasedOnPriority`). Upstream also counts every static and mirror pod as
 /// critical; Skiff evicts ordinary static pods so that the node's own pods obey the
@@ -273,4 +353,82 @@ fn is_critical(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.priority)
         .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, PodSpec, Volume};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::volume::empty_dir::EMPTY_DIR_PLUGIN_NAME;
+
+    fn pod(source: Option<&str>, medium: Option<&str>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                uid: Some("u1".into()),
+                annotations: source.map(|s| {
+                    [(
+                        crate::config::static_pod::CONFIG_SOURCE_ANNOTATION.to_owned(),
+                        s.to_owned(),
+                    )]
+                    .into()
+                }),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                volumes: Some(vec![
+                    Volume {
+                        name: "free".into(),
+                        empty_dir: Some(EmptyDirVolumeSource::default()),
+                        ..Default::default()
+                    },
+                    Volume {
+                        name: "scratch".into(),
+                        empty_dir: Some(EmptyDirVolumeSource {
+                            size_limit: Some(Quantity("4Ki".into())),
+                            medium: medium.map(str::to_owned),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn empty_dirs_over_their_size_limit_are_found() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = PodDirs::new(root.path());
+        let scratch = dirs.pod_volume_dir("u1", EMPTY_DIR_PLUGIN_NAME, "scratch");
+        let free = dirs.pod_volume_dir("u1", EMPTY_DIR_PLUGIN_NAME, "free");
+        std::fs::create_dir_all(&scratch).unwrap();
+        std::fs::create_dir_all(&free).unwrap();
+        std::fs::write(free.join("big"), vec![1u8; 64 * 1024]).unwrap();
+        let api_pod = pod(None, None);
+        assert_eq!(
+            empty_dir_over_limit(&api_pod, &dirs),
+            None,
+            "within the limit"
+        );
+
+        std::fs::write(scratch.join("big"), vec![1u8; 64 * 1024]).unwrap();
+        assert_eq!(
+            empty_dir_over_limit(&api_pod, &dirs).as_deref(),
+            Some(r#"Usage of EmptyDir volume "scratch" exceeds the limit "4Ki". "#)
+        );
+        assert_eq!(
+            empty_dir_over_limit(&pod(None, Some("Memory")), &dirs),
+            None
+        );
+        // Static pods are critical for local storage eviction.
+        assert!(!is_static(&api_pod));
+        assert!(is_static(&pod(Some("file"), None)));
+        assert!(is_static(&pod(Some("http"), None)));
+    }
 }

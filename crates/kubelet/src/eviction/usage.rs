@@ -2,8 +2,6 @@
 //! and writable-layer usage from CRI ListContainerStats, log usage from the pod log
 //! directories, local volume usage from the pod's volumes directory.
 
-use std::collections::HashSet;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,37 +13,7 @@ use crate::cri::Cri;
 use crate::kuberuntime::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
 use crate::kuberuntime::sandbox::pod_log_directory;
 use crate::pod_dirs::PodDirs;
-
-/// Bytes and inodes under `dir` on `dir`'s own filesystem (mounts below it, such as
-/// memory-backed emptyDirs, are not counted). Absent is zero.
-pub fn disk_usage(dir: &Path) -> (u64, u64) {
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
-        return (0, 0);
-    };
-    let mut seen = HashSet::new();
-    walk(dir, meta.dev(), &mut seen)
-}
-
-fn walk(path: &Path, device: u64, seen: &mut HashSet<u64>) -> (u64, u64) {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return (0, 0);
-    };
-    if meta.dev() != device || !seen.insert(meta.ino()) {
-        return (0, 0);
-    }
-    let mut bytes = meta.blocks() * 512;
-    let mut inodes = 1;
-    if meta.is_dir()
-        && let Ok(entries) = std::fs::read_dir(path)
-    {
-        for entry in entries.flatten() {
-            let (b, i) = walk(&entry.path(), device, seen);
-            bytes += b;
-            inodes += i;
-        }
-    }
-    (bytes, inodes)
-}
+pub use crate::stats::host::disk_usage;
 
 /// The usage of each of `pods` (keyed by UID).
 pub async fn pod_usages(
@@ -123,5 +91,12 @@ mod tests {
         assert_eq!(inodes, 3);
         assert!(bytes >= 64 * 1024, "{bytes}");
         assert_eq!(disk_usage(&dir.path().join("absent")), (0, 0));
+        // Every level of a deep tree counts.
+        let mut deep = dir.path().join("deep");
+        for _ in 0..100 {
+            deep.push("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(disk_usage(dir.path()).1, 3 + 101);
     }
 }

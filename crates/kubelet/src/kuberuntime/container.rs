@@ -16,7 +16,7 @@ use super::container_linux::linux_container_config;
 use super::env::{EnvContext, NodeAllocatable, expand_command_and_args, make_environment};
 use super::labels::termination_grace_period;
 use super::labels::{container_annotations, container_hash, container_labels};
-use super::lifecycle::{HookTarget, format_pod, run_handler};
+use super::lifecycle::{HookTarget, format_pod_object, run_handler};
 use super::pod_status::PodStatus;
 use super::sync_result::{
     CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
@@ -129,12 +129,7 @@ pub fn verify_run_as_non_root(
     if !non_root {
         return Ok(());
     }
-    let meta = &pod.metadata;
-    let pod_name = format_pod(
-        meta.name.as_deref().unwrap_or(""),
-        meta.namespace.as_deref().unwrap_or(""),
-        meta.uid.as_deref().unwrap_or(""),
-    );
+    let pod_name = format_pod_object(pod);
     let name = &container.name;
     match (run_as_user, image_uid) {
         (Some(0), _) => Err(format!(
@@ -173,7 +168,7 @@ fn from_unix_nanos(nanos: i64) -> SystemTime {
 }
 
 /// The crash-loop backoff check of `container` at `now` (upstream `doBackOff`): when its
-/// newest instance exited and `now` is within the current backoff of that exit, errors
+/// newest exited instance (newer ones may run) exited within the current backoff, errors
 /// with `CrashLoopBackOff`, upstream's message and the time left; otherwise records this
 /// restart, so the first restart is immediate and the next ones wait 10 s, 20 s, ... 5 min.
 pub fn check_crash_backoff(
@@ -183,24 +178,24 @@ pub fn check_crash_backoff(
     status: &PodStatus,
     now: SystemTime,
 ) -> Result<(), (SyncError, Duration)> {
+    // The newest *exited* instance, even when a newer one runs: a container killed
+    // while running (a failed liveness probe) restarts under the backoff of the instance
+    // that exited before it, as upstream's `doBackOff` looks it up.
     let Some(exited) = status
-        .find_container_status_by_name(&container.name)
-        .filter(|c| c.state == ContainerState::ContainerExited)
+        .containers
+        .iter()
+        .find(|c| c.name == container.name && c.state == ContainerState::ContainerExited)
     else {
         return Ok(());
     };
     let key = backoff_key(pod, container);
     let finished = from_unix_nanos(exited.finished_at);
     if backoff.is_in_backoff_since(&key, finished, now) {
-        // Upstream formats the pod as `name_namespace(uid)` (`format.Pod`).
-        let meta = &pod.metadata;
         let message = format!(
-            "back-off {} restarting failed container={} pod={}_{}({})",
+            "back-off {} restarting failed container={} pod={}",
             go_duration(backoff.get(&key)),
             container.name,
-            meta.name.as_deref().unwrap_or(""),
-            meta.namespace.as_deref().unwrap_or(""),
-            meta.uid.as_deref().unwrap_or("")
+            format_pod_object(pod)
         );
         return Err((
             SyncError::new(CRASH_LOOP_BACK_OFF, message),
@@ -283,20 +278,23 @@ impl KubeGenericRuntimeManager {
                 })?
                 .image
                 .unwrap_or_default();
-            verify_run_as_non_root(
-                pod,
-                container,
-                image.uid.map(|u| u.value),
-                &image.username,
-            )
-            .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
+            verify_run_as_non_root(pod, container, image.uid.map(|u| u.value), &image.username)
+                .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
         } else {
             verify_run_as_non_root(pod, container, None, "")
                 .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
         }
-        let restart_count = status
-            .find_container_status_by_name(&container.name)
-            .map_or(0, |c| c.restart_count + 1);
+        // A newest instance that was created but never started (the kubelet died between
+        // CreateContainer and StartContainer) did not run: it is removed and its restart
+        // count reused, so restartCount counts only real restarts.
+        let restart_count = match status.find_container_status_by_name(&container.name) {
+            Some(c) if c.state == ContainerState::ContainerCreated => {
+                self.remove_never_started(pod, c).await;
+                c.restart_count
+            }
+            Some(c) => c.restart_count + 1,
+            None => 0,
+        };
         let mounts = self
             .volume_mounts(pod, container, pod_ips)
             .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
@@ -350,6 +348,32 @@ impl KubeGenericRuntimeManager {
             .await
     }
 
+    /// Removes a container that was created but never started; a failure is logged (the
+    /// container GC removes it later).
+    async fn remove_never_started(&self, pod: &Pod, c: &super::pod_status::ContainerStatus) {
+        match self
+            .cri
+            .remove_container(k8s_cri::v1::RemoveContainerRequest {
+                container_id: c.id.clone(),
+            })
+            .await
+        {
+            Ok(_) => info!(
+                pod = pod.metadata.name.as_deref().unwrap_or(""),
+                container = %c.name,
+                id = %c.id,
+                "removed a container that was created but never started"
+            ),
+            Err(e) => warn!(
+                pod = pod.metadata.name.as_deref().unwrap_or(""),
+                container = %c.name,
+                id = %c.id,
+                error = %e.message(),
+                "cannot remove a container that was created but never started"
+            ),
+        }
+    }
+
     /// Runs the container's postStart hook, if any; when it fails, kills the container
     /// (upstream reason `FailedPostStartHook`) and errors with `PostStartHookError`.
     async fn run_post_start_hook(
@@ -366,12 +390,7 @@ impl KubeGenericRuntimeManager {
         else {
             return Ok(());
         };
-        let meta = &pod.metadata;
-        let pod_name = format_pod(
-            meta.name.as_deref().unwrap_or(""),
-            meta.namespace.as_deref().unwrap_or(""),
-            meta.uid.as_deref().unwrap_or(""),
-        );
+        let pod_name = format_pod_object(pod);
         let target = HookTarget {
             container_id,
             container_name: &container.name,

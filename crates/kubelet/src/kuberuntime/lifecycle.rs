@@ -38,6 +38,16 @@ pub fn format_pod(name: &str, namespace: &str, uid: &str) -> String {
     format!("{name}_{namespace}({uid})")
 }
 
+/// [`format_pod`] of a pod object.
+pub fn format_pod_object(pod: &k8s_openapi::api::core::v1::Pod) -> String {
+    let meta = &pod.metadata;
+    format_pod(
+        meta.name.as_deref().unwrap_or(""),
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.uid.as_deref().unwrap_or(""),
+    )
+}
+
 /// Runs `handler` against `target`. Errors with upstream's message (the text of the
 /// `FailedPostStartHook` / `FailedPreStopHook` events), e.g.
 /// `Exec lifecycle hook ([sh -c exit 1]) for Container "c" in Pod "p_ns(uid)" failed -

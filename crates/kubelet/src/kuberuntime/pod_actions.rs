@@ -191,16 +191,12 @@ pub fn compute_pod_actions(
         let Some(running) = running else {
             if should_container_be_restarted(container, pod, status) {
                 actions.containers_to_start.push(i);
-                if let Some(c) = current.filter(|c| {
-                    matches!(
-                        c.state,
-                        ContainerState::ContainerUnknown | ContainerState::ContainerCreated
-                    )
-                }) {
-                    actions.containers_to_kill.push(kill(
-                        c,
-                        "container is in an unknown or never-started state".to_owned(),
-                    ));
+                // An instance in an unknown state may run: kill it before the restart. One
+                // that was created but never started is removed by the start itself.
+                if let Some(c) = current.filter(|c| c.state == ContainerState::ContainerUnknown) {
+                    actions
+                        .containers_to_kill
+                        .push(kill(c, "container is in an unknown state".to_owned()));
                 }
             }
             continue;
@@ -546,10 +542,8 @@ mod tests {
         );
         let a = compute_pod_actions(&p, &s, &ResultsManagers::default());
         assert_eq!(a.containers_to_start, vec![0]);
-        assert_eq!(
-            a.containers_to_kill.first().map(|k| k.id.as_str()),
-            Some("id-a")
-        );
+        // The start removes it; nothing to kill.
+        assert!(a.containers_to_kill.is_empty());
     }
 
     /// A pod with init containers `inits` (`name` or `name:sidecar`) and main `names`.

@@ -104,6 +104,33 @@ async fn sync_creates_sandbox_and_container_once() {
     assert_eq!(cri.container_ids(), vec![id]);
 }
 
+/// A kubelet killed between CreateContainer and StartContainer leaves a created,
+/// never-started container: the restarted kubelet removes it and starts a replacement with
+/// the same restart count (nothing restarted), and no second instance stays listed.
+#[tokio::test]
+async fn created_but_never_started_container_is_replaced_without_a_restart() {
+    let (cri, logs, m) = setup();
+    let p = pod("busybox:1.36", "Always");
+    sync(&m, &p).await;
+    let created = cri.container_ids()[0].clone();
+    cri.set_container_state(&created, ContainerState::ContainerCreated, 0);
+
+    let restarted = manager(&cri, logs.path());
+    let result = sync(&restarted, &p).await;
+    assert!(!result.failed(), "{}", result.error_message());
+    let ids = cri.container_ids();
+    assert_eq!(ids.len(), 1, "the created container stayed: {ids:?}");
+    assert_ne!(ids[0], created);
+    let c = cri.container(&ids[0]).unwrap();
+    assert_eq!(c.annotations[CONTAINER_RESTART_COUNT_ANNOTATION], "0");
+    assert_eq!(c.log_path, "c/0.log");
+    assert!(
+        cri.calls().contains(&"RemoveContainer".to_owned()),
+        "{:?}",
+        cri.calls()
+    );
+}
+
 #[tokio::test]
 async fn crashed_container_restarts_with_backoff_and_counts_restarts() {
     let (cri, _logs, m) = setup();
@@ -194,6 +221,67 @@ fn crash_backoff_doubles_with_an_injected_clock() {
     // A run of more than 10 minutes after the last restart starts over.
     assert_eq!(check(73 + 601, 73 + 601), Ok(()));
     assert_eq!(check(73 + 602, 73 + 602), Err(("10s".to_owned(), 10)));
+}
+
+/// A container killed while running (a failed liveness probe) restarts under the backoff
+/// of the instance that exited before it (upstream's `doBackOff` takes the newest exited
+/// instance, not the newest instance).
+#[test]
+fn liveness_kills_restart_under_crash_backoff() {
+    use super::backoff::Backoff;
+    use super::container::check_crash_backoff;
+    use super::pod_status::{ContainerStatus, PodStatus};
+    use std::time::{Duration, SystemTime};
+    let p = pod("busybox:1.36", "Always");
+    let container = &p.spec.as_ref().unwrap().containers[0];
+    let at = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + secs);
+    let nanos = |secs: u64| {
+        at(secs)
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64
+    };
+    let instance = |id: &str, state: ContainerState, finished: u64| ContainerStatus {
+        id: id.into(),
+        name: "c".into(),
+        state,
+        created_at: 0,
+        started_at: 0,
+        finished_at: if state == ContainerState::ContainerExited {
+            nanos(finished)
+        } else {
+            0
+        },
+        exit_code: 137,
+        image: String::new(),
+        image_ref: String::new(),
+        hash: String::new(),
+        restart_count: 0,
+        reason: String::new(),
+        message: String::new(),
+    };
+    // Before each kill the newest instance runs; older ones exited (newest first).
+    let running_after = |exits: &[u64]| PodStatus {
+        containers: std::iter::once(instance("run", ContainerState::ContainerRunning, 0))
+            .chain(
+                exits
+                    .iter()
+                    .rev()
+                    .map(|&t| instance("old", ContainerState::ContainerExited, t)),
+            )
+            .collect(),
+        ..Default::default()
+    };
+    let mut backoff = Backoff::default();
+    // The first kill (nothing exited yet) and the second (the first instance's exit
+    // starts the backoff at 10 s) restart at once.
+    assert!(check_crash_backoff(&mut backoff, &p, container, &running_after(&[]), at(0)).is_ok());
+    assert!(check_crash_backoff(&mut backoff, &p, container, &running_after(&[0]), at(6)).is_ok());
+    // The third kill, 6 s after the second: the newest exited instance ended at 6 s.
+    let third = check_crash_backoff(&mut backoff, &p, container, &running_after(&[0, 6]), at(12));
+    let (error, left) = third.expect_err("a liveness restart 6 s after the last one");
+    assert_eq!(error.reason, CRASH_LOOP_BACK_OFF);
+    assert_eq!(left.as_secs(), 4);
 }
 
 #[tokio::test]

@@ -6,6 +6,10 @@
 //! file lines from the end), `limit_bytes` (bytes written) and, with `follow`, keeps
 //! reading new lines — across rotation, when the file is replaced or truncated — until
 //! the container stops running or the reader goes away.
+//!
+//! The files the container log manager rotated away (`<log>.<time>`, `<log>.<time>.gz`,
+//! [`crate::logs::rotated_logs`]) are read before the live file, so a rotation loses no
+//! line from `kubectl logs`; `tail` counts lines across them.
 
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
@@ -220,6 +224,24 @@ where
     let tail = options.tail;
     let mut formatter = LogFormatter::new(options);
     let mut reader = open_at(&path, tail)?;
+    // Lines the live file lacks for `tail` come from the rotated files, oldest first.
+    let wanted = match tail {
+        Some(n) => n.saturating_sub(reader.lines_left()?),
+        None => u64::MAX,
+    };
+    if wanted > 0 {
+        let history = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || rotated_lines(&path, wanted))
+                .await
+                .map_err(std::io::Error::other)??
+        };
+        for raw in history {
+            if !emit(&mut formatter, &out, &raw, &path).await {
+                return Ok(());
+            }
+        }
+    }
     let mut line = Vec::new();
     let mut last_state_check = tokio::time::Instant::now();
     loop {
@@ -230,17 +252,8 @@ where
                 // An incomplete last line: keep it and read the rest later.
                 break;
             }
-            match parse_line(&line) {
-                Ok(entry) => {
-                    let bytes = formatter.format(&entry);
-                    if !bytes.is_empty() && out.send(Bytes::from(bytes)).await.is_err() {
-                        return Ok(());
-                    }
-                    if formatter.done() {
-                        return Ok(());
-                    }
-                }
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "skipping log line"),
+            if !emit(&mut formatter, &out, &line, &path).await {
+                return Ok(());
             }
             line.clear();
         }
@@ -278,6 +291,66 @@ where
     }
 }
 
+/// Formats and sends one raw log line (a line that does not parse is skipped with a
+/// warning); false when nothing more is to be sent (the reader left, the limit reached).
+async fn emit(
+    formatter: &mut LogFormatter,
+    out: &mpsc::Sender<Bytes>,
+    raw: &[u8],
+    path: &Path,
+) -> bool {
+    match parse_line(raw) {
+        Ok(entry) => {
+            let bytes = formatter.format(&entry);
+            if !bytes.is_empty() && out.send(Bytes::from(bytes)).await.is_err() {
+                return false;
+            }
+            !formatter.done()
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "skipping log line");
+            true
+        }
+    }
+}
+
+/// The last `wanted` lines (all for `u64::MAX`) of the rotated files of the log `path`,
+/// oldest first; compressed ones are decompressed. A file that vanished meanwhile (the
+/// log manager removed it) is skipped.
+fn rotated_lines(path: &Path, wanted: u64) -> std::io::Result<Vec<Vec<u8>>> {
+    let mut lines: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
+    for file in crate::logs::rotated_logs(path).iter().rev() {
+        let opened = match std::fs::File::open(file) {
+            Ok(opened) => opened,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let reader: Box<dyn BufRead> = if file.extension().is_some_and(|e| e == "gz") {
+            Box::new(BufReader::new(flate2::read::GzDecoder::new(opened)))
+        } else {
+            Box::new(BufReader::new(opened))
+        };
+        // This file's lines, then the newer ones already collected.
+        let mut own: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
+        for line in reader.split(b'\n') {
+            own.push_back(line?);
+            if own.len() as u64 > wanted {
+                own.pop_front();
+            }
+        }
+        let room = wanted.saturating_sub(lines.len() as u64);
+        while own.len() as u64 > room {
+            own.pop_front();
+        }
+        own.extend(lines);
+        lines = own;
+        if lines.len() as u64 >= wanted {
+            break;
+        }
+    }
+    Ok(lines.into_iter().collect())
+}
+
 /// An open log file and the identity it was opened with.
 struct OpenLog {
     file: BufReader<std::fs::File>,
@@ -285,6 +358,28 @@ struct OpenLog {
 }
 
 impl OpenLog {
+    /// Lines from the read position to the end (a last line without a newline counts);
+    /// the position is kept.
+    fn lines_left(&mut self) -> std::io::Result<u64> {
+        let start = self.file.stream_position()?;
+        let mut count = 0u64;
+        let mut last = b'\n';
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            let n = self.file.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            count += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+            last = buf[n - 1];
+        }
+        if last != b'\n' {
+            count += 1;
+        }
+        self.file.seek(SeekFrom::Start(start))?;
+        Ok(count)
+    }
+
     /// The path now names another file, or the file shrank below the read position.
     fn replaced(&mut self, path: &Path) -> bool {
         let Ok(meta) = std::fs::metadata(path) else {
@@ -411,6 +506,41 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(read(&path, limited).await, "one\ntw");
+    }
+
+    /// Rotated files (compressed and not) are read before the live file; `tail` counts
+    /// lines across them.
+    #[tokio::test]
+    async fn reads_across_rotated_files() {
+        let (dir, path) = write_log("2026-01-02T03:04:09Z stdout F live\n");
+        let gz = dir.path().join("0.log.20260102-030406.gz");
+        let mut encoder = flate2::write::GzEncoder::new(
+            std::fs::File::create(&gz).unwrap(),
+            flate2::Compression::fast(),
+        );
+        std::io::Write::write_all(
+            &mut encoder,
+            b"2026-01-02T03:04:05Z stdout F one\n2026-01-02T03:04:06Z stdout F two\n",
+        )
+        .unwrap();
+        encoder.finish().unwrap();
+        std::fs::write(
+            dir.path().join("0.log.20260102-030408"),
+            "2026-01-02T03:04:07Z stdout P thr\n2026-01-02T03:04:08Z stdout F ee\n",
+        )
+        .unwrap();
+        let tail = |n| LogOptions {
+            tail: Some(n),
+            ..Default::default()
+        };
+        assert_eq!(
+            read(&path, LogOptions::default()).await,
+            "one\ntwo\nthree\nlive\n"
+        );
+        assert_eq!(read(&path, tail(1)).await, "live\n");
+        assert_eq!(read(&path, tail(3)).await, "three\nlive\n");
+        assert_eq!(read(&path, tail(4)).await, "two\nthree\nlive\n");
+        assert_eq!(read(&path, tail(100)).await, "one\ntwo\nthree\nlive\n");
     }
 
     #[tokio::test]

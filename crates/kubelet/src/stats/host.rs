@@ -239,22 +239,36 @@ pub fn filesystem(path: &Path, time: &str) -> Option<FsStats> {
     })
 }
 
-/// Bytes and inodes used by the files under `dir` (recursively; symlinks not followed).
+/// Bytes (allocated blocks) and inodes under `dir`, `dir` itself included, on `dir`'s own
+/// filesystem: mounts below it (a memory-backed emptyDir) are not counted, symlinks are
+/// not followed, a hard-linked inode counts once. Absent is zero. The walk keeps its own
+/// stack, so a deep tree (a container can make one in a volume) cannot exhaust the
+/// kubelet's. Shared by the Summary API and the eviction manager.
 pub fn disk_usage(dir: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
+    let Ok(root) = std::fs::symlink_metadata(dir) else {
+        return (0, 0);
+    };
+    let device = root.dev();
+    let mut seen = std::collections::HashSet::new();
     let mut bytes = 0;
     let mut inodes = 0;
-    let mut stack = vec![dir.to_owned()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+    let mut stack = vec![(dir.to_owned(), root)];
+    while let Some((path, meta)) = stack.pop() {
+        if meta.dev() != device || !seen.insert(meta.ino()) {
+            continue;
+        }
+        bytes += meta.blocks() * 512;
+        inodes += 1;
+        if !meta.is_dir() {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&path) else {
             continue;
         };
         for entry in entries.filter_map(Result::ok) {
-            let Ok(meta) = entry.metadata() else { continue };
-            inodes += 1;
-            bytes += meta.blocks() * 512;
-            if meta.is_dir() {
-                stack.push(entry.path());
+            if let Ok(meta) = entry.metadata() {
+                stack.push((entry.path(), meta));
             }
         }
     }

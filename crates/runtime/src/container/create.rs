@@ -42,15 +42,31 @@ impl Runtime {
             .get(&image_ref)
             .ok_or_else(|| Error::not_found("image", &image_ref))?;
         let name = Container::reserved_name(&sandbox.name(), &config);
-        for other in self.containers.all() {
-            if other.lock().await.name == name {
-                return Err(Error::FailedPrecondition(format!(
-                    "container name {name:?} is reserved"
-                )));
-            }
-        }
-
         let id = crate::id::generate()?;
+        if !self.container_names.reserve(&name, &id) {
+            return Err(Error::FailedPrecondition(format!(
+                "container name {name:?} is reserved"
+            )));
+        }
+        let created = self
+            .create_reserved(id.clone(), name.clone(), sandbox, image, image_ref, config)
+            .await;
+        if created.is_err() {
+            self.container_names.release(&name, &id);
+        }
+        created
+    }
+
+    /// CreateContainer once the name is reserved for `id`.
+    async fn create_reserved(
+        &self,
+        id: String,
+        name: String,
+        sandbox: crate::sandbox::Sandbox,
+        image: crate::image::ImageRecord,
+        image_ref: String,
+        config: k8s_cri::v1::ContainerConfig,
+    ) -> Result<CreateContainerResponse> {
         let bundle = self.bundle(&id);
         let cgroups_path = Path::new(&sandbox.cgroup_parent).join(&id);
         let log_path = match (
@@ -86,6 +102,7 @@ impl Runtime {
             cgroups_path: cgroups_path.clone(),
             runtime_handler: sandbox.runtime_handler.clone(),
             config,
+            busy: Default::default(),
         };
         let pid_namespace = self.pid_namespace(&container.config, &sandbox).await?;
         let prepared = self.prepare_bundle(&container, &sandbox, &image, &bundle, pid_namespace);

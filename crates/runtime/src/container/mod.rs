@@ -10,8 +10,8 @@ mod mounts;
 mod refresh;
 mod remove;
 mod reopen_log;
-pub(crate) mod root_path;
 pub mod resources;
+pub(crate) mod root_path;
 pub mod runc;
 pub mod seccomp;
 pub mod security;
@@ -109,6 +109,11 @@ pub struct Container {
     /// default handler.
     #[serde(default)]
     pub runtime_handler: String,
+    /// Held by an operation that must not overlap another on this container but runs
+    /// without the container's state lock (StartContainer while the shim starts it,
+    /// RemoveContainer), so that status and list calls are never blocked by it.
+    #[serde(skip)]
+    pub(crate) busy: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Container {

@@ -21,12 +21,16 @@ impl Runtime {
         let Some(entry) = self.containers.get(id) else {
             return Ok(());
         };
+        // Waits for a start in flight.
+        let busy = entry.lock().await.busy.clone();
+        let _busy = busy.lock().await;
         self.stop_container_by_id(id, 0).await?;
         let container = entry.lock().await;
         self.runc(&container.runtime_handler).delete(id).await?;
         self.release_bundle(id)?;
         self.container_store.delete(id)?;
         self.containers.remove(id);
+        self.container_names.release(&container.name, id);
         drop(container);
         Ok(())
     }

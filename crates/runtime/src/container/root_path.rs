@@ -132,6 +132,10 @@ mod tests {
             Some("app:x:1234:1234::/:/bin/sh\n")
         );
         assert_eq!(read_in_root(root, "/escape"), None);
-        assert_eq!(read_in_root(root, "/etc"), None, "a directory is not a file");
+        assert_eq!(
+            read_in_root(root, "/etc"),
+            None,
+            "a directory is not a file"
+        );
     }
 }

@@ -27,28 +27,35 @@ impl Runtime {
         &self,
         req: StartContainerRequest,
     ) -> Result<StartContainerResponse> {
-        let mut container = self
-            .containers
-            .require(&req.container_id)?
-            .lock_owned()
-            .await;
-        self.settle_previous_start(&mut container).await?;
-        match container.state {
-            State::Created => {}
-            State::Running => {
-                return Err(Error::FailedPrecondition(format!(
-                    "container {} is already running",
-                    container.id
-                )));
+        let entry = self.containers.require(&req.container_id)?;
+        // One start (or remove) at a time; the state lock is held only to check and to
+        // record, never while the shim runs `runc run`, so status and list calls, and
+        // every call about other containers, go on meanwhile.
+        let busy = entry.lock().await.busy.clone();
+        let _busy = busy.lock().await;
+        let snapshot = {
+            let mut container = entry.lock().await;
+            self.settle_previous_start(&mut container).await?;
+            match container.state {
+                State::Created => {}
+                State::Running => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "container {} is already running",
+                        container.id
+                    )));
+                }
+                State::Exited => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "container {} is not in CREATED state",
+                        container.id
+                    )));
+                }
             }
-            State::Exited => {
-                return Err(Error::FailedPrecondition(format!(
-                    "container {} is not in CREATED state",
-                    container.id
-                )));
-            }
-        }
-        match self.spawn_shim(&container).await {
+            container.clone()
+        };
+        let spawned = self.spawn_shim(&snapshot).await;
+        let mut container = entry.lock().await;
+        match spawned {
             Ok(started) => {
                 container.state = State::Running;
                 container.init = Some(started.init);

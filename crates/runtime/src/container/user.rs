@@ -292,8 +292,11 @@ mod tests {
             "app:x:1234:1235::/:/bin/sh\n",
         )
         .unwrap();
-        std::fs::write(root.join("usr/lib/accounts/group"), "app:x:1235:\nextra:x:77:app\n")
-            .unwrap();
+        std::fs::write(
+            root.join("usr/lib/accounts/group"),
+            "app:x:1235:\nextra:x:77:app\n",
+        )
+        .unwrap();
         std::fs::create_dir(root.join("etc")).unwrap();
         std::os::unix::fs::symlink("/usr/lib/accounts/passwd", root.join("etc/passwd")).unwrap();
         std::os::unix::fs::symlink("../usr/lib/accounts/group", root.join("etc/group")).unwrap();
@@ -314,9 +317,9 @@ mod tests {
         assert_eq!(resolve(root, "app", None).unwrap(), want);
         std::fs::remove_file(root.join("real/passwd")).unwrap();
         std::os::unix::fs::symlink("../../../../etc/passwd", root.join("real/passwd")).unwrap();
-        assert!(matches!(
-            resolve(root, "root", None),
-            Err(Error::InvalidArgument(_))
-        ), "the host's /etc/passwd was read");
+        assert!(
+            matches!(resolve(root, "root", None), Err(Error::InvalidArgument(_))),
+            "the host's /etc/passwd was read"
+        );
     }
 }

@@ -663,7 +663,10 @@ mod tests {
         let (dir, result) = apply(&through);
         result.expect("apply through an absolute symlink");
         assert!(!outside.exists(), "{} was written", outside.display());
-        let inside = dir.path().join("fs").join(outside.strip_prefix("/").expect("absolute"));
+        let inside = dir
+            .path()
+            .join("fs")
+            .join(outside.strip_prefix("/").expect("absolute"));
         assert_eq!(fs::read(&inside).expect("written inside the layer"), b"x");
         // A relative symlink climbing out.
         let climbing = TarBuilder::new()

@@ -57,7 +57,7 @@ use crate::node::{cni, leftovers};
 use crate::{spawn, sys};
 
 pub use client::connect;
-pub use skiff::set_skiff_binary;
+pub use skiff::{GATED_HANDLER, set_skiff_binary};
 
 /// Where both flavors find the CNI plugins (Debian's containernetworking-plugins).
 const CNI_BIN_DIR: &str = "/usr/lib/cni";

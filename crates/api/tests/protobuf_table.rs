@@ -281,14 +281,30 @@ struct ProstField {
     message: Option<String>,
 }
 
-/// k8s-pb's `src` directory, through `cargo metadata`.
+/// k8s-pb's `src` directory, through `cargo metadata` for the host platform only: offline,
+/// the packages of other platforms (never downloaded by a Linux build) cannot be resolved.
 fn k8s_pb_sources() -> PathBuf {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let version = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
+    let host = String::from_utf8_lossy(&version.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: ").map(str::to_owned))
+        .expect("rustc -vV names the host");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = std::process::Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", &host])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let metadata: Value = serde_json::from_slice(&output.stdout).expect("cargo metadata JSON");
     let manifest = metadata["packages"]
         .as_array()

@@ -203,8 +203,15 @@ pub fn rotated_logs(log: &Path) -> Vec<PathBuf> {
             Some(entry.path())
         })
         .collect();
-    // The timestamp sorts by time; `x` before `x.gz` never happens (step 1 removes one).
+    // The timestamp sorts by time. While a file is being compressed both `x` and `x.gz`
+    // may exist: the complete `.gz` stands for both (`x` is removed next).
     found.sort();
+    let compressed: std::collections::HashSet<PathBuf> = found
+        .iter()
+        .filter(|p| is_gz(p))
+        .map(|p| p.with_extension(""))
+        .collect();
+    found.retain(|p| is_gz(p) || !compressed.contains(p));
     found
 }
 

@@ -174,10 +174,16 @@ async fn users_and_groups(rt: &CriRuntime) -> anyhow::Result<()> {
     };
 
     let out = output_of(rt, &sandbox_id, &sandbox, config("image-user")).await?;
-    let (uid, gid, _) = ids(&out);
+    let (uid, gid, groups) = ids(&out);
     ensure!(
         (uid.as_str(), gid.as_str()) == ("1001", "1002"),
         "image user app: uid {uid} gid {gid}"
+    );
+    // The primary group is among the process's groups too (containerd's
+    // `ensureAdditionalGids`), as `id` shows it.
+    ensure!(
+        groups.contains(&"1002".to_string()),
+        "image user app: groups {groups:?} lack the primary group"
     );
 
     let mut numeric = config("numeric");

@@ -431,3 +431,107 @@ fn kubelet_api_logs_exec_port_forward_stats_and_metrics(cluster: Cluster) {
     cluster.wait_gone(&web);
     cluster.assert_no_leftovers();
 }
+
+/// Container log rotation (the container log manager): a pod writing numbered lines with
+/// `--container-log-max-size 16Ki --container-log-max-files 4` gets its log rotated and
+/// gzipped (all rotated files but the newest), never more than four files on disk, and `/containerLogs` reads across the
+/// rotated files without losing a line.
+#[test]
+fn container_logs_rotate_and_read_across_rotation() {
+    let cluster = Cluster::start_with(
+        common::Runtime::Embedded,
+        [
+            "--container-log-max-size",
+            "16Ki",
+            "--container-log-max-files",
+            "4",
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    let noisy = common::single_container_pod(
+        "noisy",
+        &cluster.image,
+        "",
+        "    command: [\"sh\", \"-c\", \"i=0; while true; do echo \\\"line $i ................................................................\\\"; i=$((i+1)); usleep 2000; done\"]\n",
+    );
+    cluster.write_manifest("noisy.yaml", &noisy);
+    let name = cluster.static_name("noisy");
+    let pod = cluster.wait_running(&name);
+    let dir = common::container_log_path(&pod, "main", 0)
+        .parent()
+        .expect("log directory")
+        .to_owned();
+    let files = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    // Two rotations: one rotated file compressed, the newest one not.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let names = files();
+        assert!(
+            names.len() <= 4,
+            "more than containerLogMaxFiles: {names:?}"
+        );
+        if names.iter().any(|n| n.ends_with(".gz")) {
+            assert!(names.contains(&"0.log".to_owned()), "{names:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no compressed rotated log: {names:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // Every line from the oldest rotated file to the live one, none missing.
+    let https = Https::new(&cluster);
+    let body = https.ok(&format!("/containerLogs/default/{name}/main"));
+    let numbers: Vec<u64> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("line ")?.split(' ').next()?.parse().ok())
+        .collect();
+    let live = std::fs::read_to_string(dir.join("0.log")).unwrap_or_default();
+    let first_live: u64 = live
+        .lines()
+        .find_map(|l| l.split_once(" F line ")?.1.split(' ').next()?.parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!(
+        numbers.first().is_some_and(|first| *first < first_live),
+        "nothing read from the rotated files (first live line {first_live}): {:?}",
+        numbers.first()
+    );
+    for pair in numbers.windows(2) {
+        assert_eq!(
+            pair[1],
+            pair[0] + 1,
+            "a line is missing across the rotation"
+        );
+    }
+    // tailLines counts lines across the files too (lines written while the response is
+    // read come on top, as upstream's reader goes on to the end of the file).
+    let tail = https.ok(&format!("/containerLogs/default/{name}/main?tailLines=200"));
+    let numbers: Vec<u64> = tail
+        .lines()
+        .filter_map(|l| l.strip_prefix("line ")?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(
+        (200..260).contains(&numbers.len()),
+        "{} lines",
+        numbers.len()
+    );
+    for pair in numbers.windows(2) {
+        assert_eq!(pair[1], pair[0] + 1, "a line is missing in the tail");
+    }
+    cluster.remove_manifest("noisy.yaml");
+    cluster.wait_gone(&name);
+}

@@ -232,7 +232,8 @@ where
     if wanted > 0 {
         let history = {
             let path = path.clone();
-            tokio::task::spawn_blocking(move || rotated_lines(&path, wanted))
+            let live = reader.inode;
+            tokio::task::spawn_blocking(move || rotated_lines(&path, wanted, live))
                 .await
                 .map_err(std::io::Error::other)??
         };
@@ -316,8 +317,9 @@ async fn emit(
 
 /// The last `wanted` lines (all for `u64::MAX`) of the rotated files of the log `path`,
 /// oldest first; compressed ones are decompressed. A file that vanished meanwhile (the
-/// log manager removed it) is skipped.
-fn rotated_lines(path: &Path, wanted: u64) -> std::io::Result<Vec<Vec<u8>>> {
+/// log manager removed it) is skipped, and so is the file of inode `live`: the live file
+/// the reader has open, rotated since it was opened.
+fn rotated_lines(path: &Path, wanted: u64, live: u64) -> std::io::Result<Vec<Vec<u8>>> {
     let mut lines: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
     for file in crate::logs::rotated_logs(path).iter().rev() {
         let opened = match std::fs::File::open(file) {
@@ -325,6 +327,9 @@ fn rotated_lines(path: &Path, wanted: u64) -> std::io::Result<Vec<Vec<u8>>> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
+        if opened.metadata()?.ino() == live {
+            continue;
+        }
         let reader: Box<dyn BufRead> = if file.extension().is_some_and(|e| e == "gz") {
             Box::new(BufReader::new(flate2::read::GzDecoder::new(opened)))
         } else {

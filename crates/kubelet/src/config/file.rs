@@ -487,26 +487,14 @@ mod tests {
             problem("fifo.yaml"),
             "manifest path is not a directory or file"
         );
-        assert!(
-            problem("dir.yaml").starts_with("not recursing"),
-            "{}",
-            problem("dir.yaml")
-        );
-        assert!(
-            problem("dangling.yaml").contains("No such file"),
-            "{}",
-            problem("dangling.yaml")
-        );
-        assert!(
-            problem("loop.yaml").contains("symbolic links"),
-            "{}",
-            problem("loop.yaml")
-        );
-        assert!(
-            problem("big.yaml").contains("more than the limit"),
-            "{}",
-            problem("big.yaml")
-        );
+        for (name, says) in [
+            ("dir.yaml", "not recursing"),
+            ("dangling.yaml", "No such file"),
+            ("loop.yaml", "symbolic links"),
+            ("big.yaml", "more than the limit"),
+        ] {
+            assert!(problem(name).contains(says), "{name}: {}", problem(name));
+        }
         assert!(
             source.broken.contains_key(&path("nested.yaml")),
             "the nested file is a parse error"

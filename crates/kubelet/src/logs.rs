@@ -182,9 +182,23 @@ fn rotated_name(log: &Path, now: chrono::DateTime<chrono::Utc>) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The rotated files of `log` (`<log>.<time>` and `<log>.<time>.gz`), oldest first;
-/// files being written by a compression (`.tmp`) are left out.
+/// The rotated files of `log` (`<log>.<time>` and `<log>.<time>.gz`), oldest first, for
+/// readers: files being written by a compression (`.tmp`) are left out, and while a file
+/// is being compressed, its complete `.gz` stands for both (the original is removed next).
 pub fn rotated_logs(log: &Path) -> Vec<PathBuf> {
+    let mut found = rotated_files(log);
+    let compressed: std::collections::HashSet<PathBuf> = found
+        .iter()
+        .filter(|p| is_gz(p))
+        .map(|p| p.with_extension(""))
+        .collect();
+    found.retain(|p| is_gz(p) || !compressed.contains(p));
+    found
+}
+
+/// Every rotated file of `log`, `.tmp` files excepted, sorted (by the timestamp, so oldest
+/// first).
+fn rotated_files(log: &Path) -> Vec<PathBuf> {
     let (Some(dir), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str())) else {
         return Vec::new();
     };
@@ -203,15 +217,7 @@ pub fn rotated_logs(log: &Path) -> Vec<PathBuf> {
             Some(entry.path())
         })
         .collect();
-    // The timestamp sorts by time. While a file is being compressed both `x` and `x.gz`
-    // may exist: the complete `.gz` stands for both (`x` is removed next).
     found.sort();
-    let compressed: std::collections::HashSet<PathBuf> = found
-        .iter()
-        .filter(|p| is_gz(p))
-        .map(|p| p.with_extension(""))
-        .collect();
-    found.retain(|p| is_gz(p) || !compressed.contains(p));
     found
 }
 
@@ -232,7 +238,7 @@ fn prepare_rotation(log: &Path, max_files: usize) -> Result<Vec<PathBuf>, String
         }
     }
     let mut logs = Vec::new();
-    for path in rotated_logs(log) {
+    for path in rotated_files(log) {
         let gz = gz_name(&path);
         if !is_gz(&path) && gz.exists() {
             // Compressed, but the original was not removed.
@@ -378,6 +384,34 @@ mod tests {
             .unwrap();
         assert_eq!(text, "2026-01-01T00:00:01Z stdout F hello\n");
         assert_eq!(rotated_logs(&log).len(), 2);
+    }
+
+    /// Readers see one file per rotation: the `.gz` while its original is not removed yet.
+    #[test]
+    fn readers_see_one_file_per_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        for name in [
+            "0.log.20260101-000001.gz",
+            "0.log.20260101-000002",
+            "0.log.20260101-000002.gz",
+            "0.log.20260101-000002.gz.tmp",
+            "0.log.20260101-000003",
+        ] {
+            write(&dir.path().join(name), 1);
+        }
+        let names: Vec<String> = rotated_logs(&log)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "0.log.20260101-000001.gz",
+                "0.log.20260101-000002.gz",
+                "0.log.20260101-000003"
+            ]
+        );
     }
 
     #[tokio::test]

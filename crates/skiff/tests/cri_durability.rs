@@ -232,7 +232,10 @@ async fn run_container(
                 .context("no status")?;
             match ContainerState::try_from(status.state) {
                 _ if status.started_at > 0 => Ok(true),
-                Ok(ContainerState::ContainerExited) => {
+                // A create cut short by the kill can leave the container UNKNOWN
+                // (containerd 1.6 then refuses to start it): like an exit, it is removed
+                // and a new attempt made, as the kubelet does with an unknown container.
+                Ok(ContainerState::ContainerExited | ContainerState::ContainerUnknown) => {
                     eprintln!("{pod}: start of attempt {attempt} cut short: {status:?}");
                     Ok(false)
                 }

@@ -434,8 +434,8 @@ fn kubelet_api_logs_exec_port_forward_stats_and_metrics(cluster: Cluster) {
 
 /// Container log rotation (the container log manager): a pod writing numbered lines with
 /// `--container-log-max-size 16Ki --container-log-max-files 4` gets its log rotated and
-/// gzipped (all rotated files but the newest), never more than four files on disk, and `/containerLogs` reads across the
-/// rotated files without losing a line.
+/// gzipped (all rotated files but the newest), never more than four files on disk, and
+/// `/containerLogs` reads across the rotated files without losing a line.
 #[test]
 fn container_logs_rotate_and_read_across_rotation() {
     let cluster = Cluster::start_with(

@@ -259,9 +259,10 @@ impl KubeGenericRuntimeManager {
             .image_manager
             .ensure_image_exists(&*self.cri, pod, container, sandbox_config)
             .await?;
-        if needs_image_user(pod, container) {
-            let image = self
-                .cri
+        // The image's user matters only when runAsNonRoot is set and no runAsUser
+        // overrides it: only then is the image asked for it.
+        let image_user = if needs_image_user(pod, container) {
+            self.cri
                 .image_status(ImageStatusRequest {
                     image: Some(ImageSpec {
                         image: image_ref.clone(),
@@ -277,13 +278,17 @@ impl KubeGenericRuntimeManager {
                     )
                 })?
                 .image
-                .unwrap_or_default();
-            verify_run_as_non_root(pod, container, image.uid.map(|u| u.value), &image.username)
-                .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
+                .unwrap_or_default()
         } else {
-            verify_run_as_non_root(pod, container, None, "")
-                .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
-        }
+            Default::default()
+        };
+        verify_run_as_non_root(
+            pod,
+            container,
+            image_user.uid.map(|u| u.value),
+            &image_user.username,
+        )
+        .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
         // A newest instance that was created but never started (the kubelet died between
         // CreateContainer and StartContainer) did not run: it is removed and its restart
         // count reused, so restartCount counts only real restarts.

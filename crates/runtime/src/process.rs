@@ -27,6 +27,37 @@ impl ProcessId {
         read_stat(self.pid)
             .is_some_and(|stat| stat.start_time == self.start_time && stat.state != 'Z')
     }
+
+    /// Sends signal number `signal` to this very process, without a PID-reuse race: a
+    /// pidfd pins the process, then its start time is checked, then the signal goes
+    /// through the pidfd (`pidfd_send_signal(2)`). Returns `Ok(false)` when the process is
+    /// gone (or a zombie); errors for an unknown signal number or a refused signal.
+    pub fn signal(&self, signal: i32) -> std::io::Result<bool> {
+        use rustix::io::Errno;
+        use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+        let sig = Signal::from_named_raw(signal).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("unknown signal {signal}"),
+            )
+        })?;
+        let Some(pid) = Pid::from_raw(self.pid) else {
+            return Ok(false);
+        };
+        let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::SRCH) => return Ok(false),
+            Err(err) => return Err(err.into()),
+        };
+        if !self.is_alive() {
+            return Ok(false);
+        }
+        match pidfd_send_signal(&pidfd, sig) {
+            Ok(()) => Ok(true),
+            Err(Errno::SRCH) => Ok(false),
+            Err(err) => Err(err.into()),
+        }
+    }
 }
 
 /// The fields of `/proc/<pid>/stat` the runtime uses.
@@ -83,5 +114,28 @@ mod tests {
         };
         assert!(!other.is_alive());
         assert_eq!(ProcessId::of(0), None);
+    }
+
+    #[test]
+    fn signals_only_the_recorded_process() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let id = ProcessId::of(child.id() as i32).unwrap();
+        let reused = ProcessId {
+            start_time: id.start_time + 1,
+            ..id
+        };
+        assert!(!reused.signal(libc::SIGKILL).unwrap(), "another start time");
+        assert!(id.is_alive());
+        assert!(id.signal(0).is_err(), "signal 0 is not a signal");
+        assert!(id.signal(libc::SIGKILL).unwrap());
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+        assert!(!id.signal(libc::SIGKILL).unwrap(), "reaped: gone");
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use common::cri::CriRuntime;
 use k8s_cri::v1::*;
+use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tonic::Code;
 
@@ -20,6 +21,8 @@ common::cri_cases! {
     idempotent_stop_and_remove,
     missing_objects,
     pods_reach_each_other,
+    bridge_network_in_process_and_through_plugins
+        => skiff_only("Skiff's choice between its in-process bridge network and the CNI plugins"),
     slow_start_blocks_no_other_call
         => skiff_only("the gated runc handler is configured in Skiff's harness only"),
 }
@@ -502,6 +505,102 @@ async fn pods_reach_each_other(rt: &CriRuntime) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The harness's conflist (bridge + host-local + portmap) runs in-process: the pod gets
+/// `eth0` with its address and default route, the subnet one masquerade chain (no per-pod
+/// plugin chain), and the chain goes with the last pod. A conflist with a key the runtime
+/// does not run itself (`mtu`) goes through the plugins, which apply it.
+async fn bridge_network_in_process_and_through_plugins(rt: &CriRuntime) -> anyhow::Result<()> {
+    let network = rt.network_name();
+    let masquerade = format!("skiff: masquerade for CNI network {network}");
+    let nat_rules = || -> anyhow::Result<String> {
+        let out = std::process::Command::new("iptables")
+            .args(["-w", "-t", "nat", "-S"])
+            .output()?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let remove_pod = async |id: &str| -> anyhow::Result<()> {
+        let mut client = rt.runtime_client();
+        client
+            .stop_pod_sandbox(StopPodSandboxRequest {
+                pod_sandbox_id: id.to_string(),
+            })
+            .await?;
+        client
+            .remove_pod_sandbox(RemovePodSandboxRequest {
+                pod_sandbox_id: id.to_string(),
+            })
+            .await?;
+        Ok(())
+    };
+    let sh = async |container: &str, script: &str| -> anyhow::Result<String> {
+        let out = exec_sync(rt, container, &["sh", "-c", script], 10).await?;
+        ensure!(out.exit_code == 0, "{script}: {out:?}");
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+
+    let (sandbox, container) = sleeper(rt, "in-process").await?;
+    let ip = pod_ip(rt, &sandbox).await?;
+    let subnet: ipnet::Ipv4Net = rt.pod_cidr().parse()?;
+    let gateway = std::net::Ipv4Addr::from(u32::from(subnet.network()) + 1);
+    ensure!(
+        subnet.contains(&ip.parse::<std::net::Ipv4Addr>()?),
+        "{ip} outside {subnet}"
+    );
+    let addr = sh(&container, "ip -4 -o addr show dev eth0").await?;
+    ensure!(
+        addr.contains(&format!("{ip}/{}", subnet.prefix_len())),
+        "{addr}"
+    );
+    let routes = sh(&container, "ip route").await?;
+    ensure!(
+        routes.contains(&format!("default via {gateway} dev eth0")),
+        "{routes}"
+    );
+    ensure!(sh(&container, "cat /sys/class/net/eth0/mtu").await? == "1500");
+    ensure!(sh(&container, "cat /sys/class/net/lo/operstate").await? != "DOWN");
+    let rules = nat_rules()?;
+    ensure!(rules.contains(&masquerade), "no masquerade rule:\n{rules}");
+    ensure!(
+        !rules.contains(sandbox.as_str()),
+        "a per-pod plugin chain:\n{rules}"
+    );
+    remove_pod(&sandbox).await?;
+    let rules = nat_rules()?;
+    ensure!(
+        !rules.contains(&masquerade),
+        "masquerade left without pods:\n{rules}"
+    );
+    ensure!(
+        std::fs::read_dir(rt.dir().join("ipam").join(&network))?
+            .filter_map(Result::ok)
+            .all(|e| e
+                .file_name()
+                .to_string_lossy()
+                .parse::<std::net::Ipv4Addr>()
+                .is_err()),
+        "an address is still reserved"
+    );
+
+    let conf_path = rt.dir().join("cni/10-test.conflist");
+    let original = std::fs::read_to_string(&conf_path)?;
+    let mut conflist: Value = serde_json::from_str(&original)?;
+    conflist["plugins"][0]["mtu"] = Value::from(1400);
+    std::fs::write(&conf_path, conflist.to_string())?;
+    let outcome = async {
+        let (sandbox, container) = sleeper(rt, "plugins").await?;
+        ensure!(sh(&container, "cat /sys/class/net/eth0/mtu").await? == "1400");
+        let rules = nat_rules()?;
+        ensure!(
+            rules.contains(sandbox.as_str()),
+            "no per-pod plugin chain:\n{rules}"
+        );
+        remove_pod(&sandbox).await
+    }
+    .await;
+    std::fs::write(&conf_path, original)?;
+    outcome
 }
 
 /// A start held in `runc run` (the harness's `gated` handler) blocks no call about other

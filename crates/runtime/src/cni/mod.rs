@@ -1,6 +1,7 @@
 //! CNI plugin invocation (CNI spec 1.0): attaching a pod's network namespace to the
 //! network of the active conflist, and detaching it again.
 
+mod bridge;
 pub mod config;
 mod plugin;
 
@@ -15,11 +16,13 @@ pub use config::NetworkList;
 /// The interface name inside the pod.
 const POD_IFNAME: &str = "eth0";
 
-/// The CNI plugin runner: plugin directories and the configuration directory.
+/// The CNI runner: plugin directories, the configuration directory, and the state of the
+/// bridge network run in-process (see [`bridge`]).
 #[derive(Debug, Clone)]
 pub struct Cni {
     conf_dir: PathBuf,
     bin_dirs: Vec<PathBuf>,
+    bridge: bridge::State,
 }
 
 /// What the plugins learn about the pod being attached.
@@ -49,6 +52,10 @@ pub struct Attached {
     pub result: Value,
     /// Pod IPs from the result, the first one being the primary IP.
     pub ips: Vec<String>,
+    /// Whether the network was attached in-process (see [`bridge`]) rather than by the
+    /// plugins; DEL takes the same path. Records written before this field read `false`.
+    #[serde(default)]
+    pub in_process: bool,
 }
 
 impl Cni {
@@ -59,7 +66,11 @@ impl Cni {
         pod_cidr: &ipnet::IpNet,
     ) -> anyhow::Result<Self> {
         config::ensure_default(&conf_dir, pod_cidr)?;
-        Ok(Self { conf_dir, bin_dirs })
+        Ok(Self {
+            conf_dir,
+            bin_dirs,
+            bridge: bridge::State::default(),
+        })
     }
 
     /// Applies a new pod subnet to Skiff's default conflist (see
@@ -79,10 +90,35 @@ impl Cni {
     }
 
     /// Runs ADD: the loopback plugin on `lo`, then each plugin of the active list on `eth0`,
-    /// chaining `prevResult`. On failure nothing is undone here; the caller runs [`Cni::del`].
+    /// chaining `prevResult`. A list of the bridge network's shape runs in-process instead
+    /// ([`bridge`]), with only `portmap` run as a plugin, for pods that map host ports.
+    /// On failure nothing is undone here; the caller runs [`Cni::del`].
     pub async fn add(&self, att: &Attachment<'_>) -> anyhow::Result<Attached> {
         let network = self.network()?;
         let args = cni_args(att);
+        if let Some(bridge) = bridge::BridgeNetwork::from_list(&network) {
+            let mut result = self
+                .bridge
+                .add(&bridge, att.sandbox_id, std::path::Path::new(att.netns))
+                .await?;
+            if let Some(portmap) = bridge.portmap_of(&network, att.port_mappings) {
+                let eth0 = plugin::Invocation {
+                    container_id: att.sandbox_id,
+                    netns: att.netns,
+                    ifname: POD_IFNAME,
+                    args: &args,
+                };
+                let conf = plugin_conf(&network, portmap, Some(&result), att.port_mappings);
+                result = plugin::run(&self.bin_dirs, plugin::Command::Add, &eth0, &conf).await?;
+            }
+            let ips = result_ips(&result);
+            return Ok(Attached {
+                network,
+                result,
+                ips,
+                in_process: true,
+            });
+        }
         let lo = plugin::Invocation {
             container_id: att.sandbox_id,
             netns: att.netns,
@@ -111,6 +147,7 @@ impl Cni {
             network,
             result,
             ips,
+            in_process: false,
         })
     }
 
@@ -128,6 +165,30 @@ impl Cni {
         };
         let prev = attached.map(|a| &a.result).filter(|r| !r.is_null());
         let args = cni_args(att);
+        let in_process = attached.map_or(true, |a| a.in_process);
+        if let Some(bridge) = bridge::BridgeNetwork::from_list(&network).filter(|_| in_process) {
+            let mut first_error = None;
+            if let Some(portmap) = bridge.portmap_of(&network, att.port_mappings) {
+                let eth0 = plugin::Invocation {
+                    container_id: att.sandbox_id,
+                    netns: att.netns,
+                    ifname: POD_IFNAME,
+                    args: &args,
+                };
+                let conf = plugin_conf(&network, portmap, prev, att.port_mappings);
+                if let Err(err) =
+                    plugin::run(&self.bin_dirs, plugin::Command::Del, &eth0, &conf).await
+                {
+                    first_error.get_or_insert(err);
+                }
+            }
+            if let Err(err) = self.bridge.del(&bridge, att.sandbox_id).await {
+                first_error.get_or_insert(err);
+            }
+            return first_error
+                .map_or(Ok(()), Err)
+                .context("tearing down the pod network");
+        }
         let eth0 = plugin::Invocation {
             container_id: att.sandbox_id,
             netns: att.netns,

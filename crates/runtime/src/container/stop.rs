@@ -11,7 +11,8 @@ use crate::runtime::Runtime;
 
 /// How long to wait for the exit after SIGKILL before reporting an error.
 const KILL_WAIT: Duration = Duration::from_secs(30);
-/// Interval of the exit checks (exit file, shim and init liveness).
+/// Interval of the exit checks between exit-file events (a shim that died writes no exit
+/// file, so its container's exit is only seen by checking).
 const POLL: Duration = Duration::from_millis(50);
 
 impl Runtime {
@@ -34,7 +35,7 @@ impl Runtime {
         let Some(entry) = self.containers.get(id) else {
             return Ok(());
         };
-        let (signal, runc) = {
+        let (signal, runc, init) = {
             let mut container = entry.lock().await;
             self.refresh(&mut container)?;
             if container.state != State::Running {
@@ -44,16 +45,31 @@ impl Runtime {
                 "" => "SIGTERM".to_string(),
                 signal => signal.to_string(),
             };
-            (signal, self.runc(&container.runtime_handler))
+            (
+                signal,
+                self.runc(&container.runtime_handler),
+                container.init,
+            )
+        };
+        let kill = async |signal: &str| -> Result<()> {
+            // The init, signalled directly, as `runc kill` (without --all) does; runc for
+            // records without an init and for signal names only runc knows.
+            if let (Some(init), Some(number)) = (init, signal_number(signal)) {
+                match init.signal(number) {
+                    Ok(_) => return Ok(()),
+                    Err(err) => tracing::debug!(id, "signalling the init: {err}; using runc"),
+                }
+            }
+            Ok(runc.kill(id, signal).await?)
         };
         if timeout_secs > 0 {
-            runc.kill(id, &signal).await?;
+            kill(&signal).await?;
             let grace = Duration::from_secs(timeout_secs as u64);
             if self.wait_for_exit(&entry, grace).await? {
                 return Ok(());
             }
         }
-        runc.kill(id, "SIGKILL").await?;
+        kill("SIGKILL").await?;
         if !self.wait_for_exit(&entry, KILL_WAIT).await? {
             return Err(Error::Internal(anyhow::anyhow!(
                 "container {id} did not exit {KILL_WAIT:?} after SIGKILL"
@@ -62,8 +78,8 @@ impl Runtime {
         Ok(())
     }
 
-    /// Refreshes the container every [`POLL`] until it is no longer RUNNING or `timeout`
-    /// passed; returns whether it exited.
+    /// Refreshes the container whenever an exit file appears, and at least every [`POLL`],
+    /// until it is no longer RUNNING or `timeout` passed; returns whether it exited.
     async fn wait_for_exit(
         &self,
         entry: &Arc<tokio::sync::Mutex<Container>>,
@@ -71,6 +87,10 @@ impl Runtime {
     ) -> Result<bool> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
+            // Registered before the check, so that an exit right after it still wakes us.
+            let exited = self.exit_watcher.exits().notified();
+            tokio::pin!(exited);
+            exited.as_mut().enable();
             {
                 let mut container = entry.lock().await;
                 self.refresh(&mut container)?;
@@ -78,10 +98,46 @@ impl Runtime {
                     return Ok(true);
                 }
             }
-            if tokio::time::Instant::now() >= deadline {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
                 return Ok(false);
             }
-            tokio::time::sleep(POLL).await;
+            let next_check = (now + POLL).min(deadline);
+            tokio::select! {
+                () = &mut exited => {}
+                () = tokio::time::sleep_until(next_check) => {}
+            }
         }
+    }
+}
+
+/// The number of stop signal `name`: `SIGTERM`, `TERM` or `15`. `None` for names that
+/// only runc resolves (`SIGRTMIN+3`).
+fn signal_number(name: &str) -> Option<i32> {
+    if let Ok(number) = name.parse::<i32>() {
+        return Some(number);
+    }
+    let upper = name.to_ascii_uppercase();
+    let full = match upper.strip_prefix("SIG") {
+        Some(_) => upper,
+        None => format!("SIG{upper}"),
+    };
+    full.parse::<nix::sys::signal::Signal>()
+        .ok()
+        .map(|signal| signal as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signal_number;
+
+    #[test]
+    fn stop_signal_names() {
+        assert_eq!(signal_number("SIGTERM"), Some(libc::SIGTERM));
+        assert_eq!(signal_number("term"), Some(libc::SIGTERM));
+        assert_eq!(signal_number("SIGKILL"), Some(libc::SIGKILL));
+        assert_eq!(signal_number("10"), Some(10));
+        assert_eq!(signal_number("SIGRTMIN+3"), None);
+        assert_eq!(signal_number("NOPE"), None);
     }
 }

@@ -24,6 +24,8 @@ const EXIT_FILE: &str = "exit.json";
 #[derive(Default)]
 pub struct ExitWatcher {
     watcher: Mutex<Option<RecommendedWatcher>>,
+    /// Woken whenever an exit file appears, so that waiters (StopContainer) need not poll.
+    exited: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for ExitWatcher {
@@ -33,6 +35,12 @@ impl std::fmt::Debug for ExitWatcher {
 }
 
 impl ExitWatcher {
+    /// Notified (`notify_waiters`) each time some container's exit file appears; a waiter
+    /// re-checks its own container. Without a running watcher it is never notified.
+    pub(crate) fn exits(&self) -> &tokio::sync::Notify {
+        &self.exited
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut RecommendedWatcher) -> T) -> Option<T> {
         self.watcher
             .lock()
@@ -93,6 +101,7 @@ async fn run(runtime: Weak<Runtime>, mut exits: mpsc::UnboundedReceiver<String>)
         let Some(runtime) = runtime.upgrade() else {
             return;
         };
+        runtime.exit_watcher.exited.notify_waiters();
         runtime.on_exit_file(&id).await;
     }
 }

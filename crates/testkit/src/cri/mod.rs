@@ -173,7 +173,7 @@ impl CriRuntime {
     }
 
     /// The CNI network name, `skc-<8 hex>` (in iptables rule comments).
-    fn network_name(&self) -> String {
+    pub fn network_name(&self) -> String {
         format!("skc-{}", self.id)
     }
 

@@ -1,0 +1,250 @@
+//! The links of the bridge network, driven through rtnetlink: the bridge and the host end
+//! of each veth from the runtime's network namespace, `eth0` and `lo` from inside the pod's.
+//!
+//! The pod side runs on a short-lived OS thread that joins the pod's network namespace
+//! (`setns`) and opens its netlink socket there; a socket stays bound to the namespace it
+//! was opened in. The thread is never reused, so no other work runs in the pod's namespace.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::AsRawFd as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, anyhow};
+use futures::TryStreamExt as _;
+use ipnet::Ipv4Net;
+use rtnetlink::packet_route::link::{InfoData, InfoVeth, LinkAttribute, LinkFlags, LinkMessage};
+use rtnetlink::{Handle, LinkBridge, LinkBridgePort, LinkUnspec, LinkVeth, RouteMessageBuilder};
+
+/// Whether `err` is the netlink error `errno`.
+fn is_errno(err: &rtnetlink::Error, errno: i32) -> bool {
+    matches!(err, rtnetlink::Error::NetlinkError(msg) if msg.raw_code().abs() == errno)
+}
+
+/// Opens a netlink connection in the current network namespace and drives it on the
+/// current tokio runtime.
+pub(crate) fn connect() -> anyhow::Result<Handle> {
+    let (connection, handle, _) =
+        rtnetlink::new_connection().context("opening a netlink socket")?;
+    tokio::spawn(connection);
+    Ok(handle)
+}
+
+/// The link named `name`, if any.
+async fn link_by_name(handle: &Handle, name: &str) -> anyhow::Result<Option<LinkMessage>> {
+    let mut links = handle.link().get().match_name(name.to_string()).execute();
+    match links.try_next().await {
+        Ok(link) => Ok(link),
+        Err(err) if is_errno(&err, libc::ENODEV) => Ok(None),
+        Err(err) => Err(err).with_context(|| format!("looking up link {name}")),
+    }
+}
+
+/// Makes sure bridge `name` exists, is up and holds `gateway` (address and prefix, the
+/// bridge plugin's `isGateway`). Returns its index. Safe to race with itself.
+pub(crate) async fn ensure_bridge(
+    handle: &Handle,
+    name: &str,
+    gateway: Ipv4Net,
+) -> anyhow::Result<u32> {
+    let bridge = match link_by_name(handle, name).await? {
+        Some(link) => link,
+        None => {
+            match handle
+                .link()
+                .add(LinkBridge::new(name).build())
+                .execute()
+                .await
+            {
+                Ok(()) => {}
+                Err(err) if is_errno(&err, libc::EEXIST) => {}
+                Err(err) => return Err(err).with_context(|| format!("creating bridge {name}")),
+            }
+            link_by_name(handle, name)
+                .await?
+                .with_context(|| format!("bridge {name} vanished after creation"))?
+        }
+    };
+    let index = bridge.header.index;
+    if !bridge.header.flags.contains(LinkFlags::Up) {
+        handle
+            .link()
+            .set(LinkUnspec::new_with_index(index).up().build())
+            .execute()
+            .await
+            .with_context(|| format!("setting bridge {name} up"))?;
+    }
+    let has_gateway = handle
+        .address()
+        .get()
+        .set_link_index_filter(index)
+        .set_address_filter(IpAddr::V4(gateway.addr()))
+        .execute()
+        .try_next()
+        .await
+        .with_context(|| format!("listing the addresses of {name}"))?
+        .is_some_and(|addr| addr.header.prefix_len == gateway.prefix_len());
+    if !has_gateway {
+        match handle
+            .address()
+            .add(index, IpAddr::V4(gateway.addr()), gateway.prefix_len())
+            .execute()
+            .await
+        {
+            Ok(()) => {}
+            Err(err) if is_errno(&err, libc::EEXIST) => {}
+            Err(err) => {
+                return Err(err).with_context(|| format!("adding {gateway} to bridge {name}"));
+            }
+        }
+    }
+    Ok(index)
+}
+
+/// Creates the veth pair: `host` in the runtime's namespace, attached to `bridge` and up,
+/// and its peer `eth0` created directly in the pod's namespace `netns`. Sets hairpin mode
+/// on the bridge port when asked.
+pub(crate) async fn add_veth(
+    handle: &Handle,
+    host: &str,
+    bridge: u32,
+    netns: &Path,
+    hairpin: bool,
+) -> anyhow::Result<()> {
+    let ns = std::fs::File::open(netns)
+        .with_context(|| format!("opening network namespace {}", netns.display()))?;
+    let peer = LinkUnspec::new_with_name(super::POD_IFNAME)
+        .setns_by_fd(ns.as_raw_fd())
+        .build();
+    let message = LinkVeth::new(host, super::POD_IFNAME)
+        .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
+        .controller(bridge)
+        .up()
+        .build();
+    let mut created = handle.link().add(message.clone()).execute().await;
+    if matches!(&created, Err(err) if is_errno(err, libc::EEXIST)) {
+        // Left by an earlier attempt for this sandbox (the name derives from its ID).
+        delete_link(handle, host).await?;
+        created = handle.link().add(message).execute().await;
+    }
+    created.with_context(|| format!("creating veth {host}"))?;
+    drop(ns);
+    if hairpin {
+        let index = link_by_name(handle, host)
+            .await?
+            .with_context(|| format!("veth {host} vanished after creation"))?
+            .header
+            .index;
+        handle
+            .link()
+            .set_port(LinkBridgePort::new(index).hairpin(true).build())
+            .execute()
+            .await
+            .with_context(|| format!("setting hairpin mode on {host}"))?;
+    }
+    Ok(())
+}
+
+/// Deletes link `name` (both ends of a veth); a missing link is fine.
+pub(crate) async fn delete_link(handle: &Handle, name: &str) -> anyhow::Result<()> {
+    let Some(link) = link_by_name(handle, name).await? else {
+        return Ok(());
+    };
+    match handle.link().del(link.header.index).execute().await {
+        Ok(()) => Ok(()),
+        Err(err) if is_errno(&err, libc::ENODEV) => Ok(()),
+        Err(err) => Err(err).with_context(|| format!("deleting link {name}")),
+    }
+}
+
+/// What the pod's side of the attachment is given.
+#[derive(Debug, Clone)]
+pub(crate) struct PodSide {
+    /// The pod's address and prefix on `eth0`.
+    pub(crate) address: Ipv4Net,
+    /// The gateway every route goes through.
+    pub(crate) gateway: Ipv4Addr,
+    /// Route destinations.
+    pub(crate) routes: Vec<Ipv4Net>,
+}
+
+/// Inside the pod's namespace `netns`: sets `lo` up, gives `eth0` its address, sets it up
+/// and adds the routes through the gateway. Returns `eth0`'s MAC address (`aa:bb:...`).
+pub(crate) async fn configure_pod(netns: PathBuf, side: PodSide) -> anyhow::Result<String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("skiff-netns".into())
+        .spawn(move || {
+            let _ = tx.send(in_namespace(&netns, side));
+        })
+        .context("starting the network namespace thread")?;
+    rx.await
+        .map_err(|_| anyhow!("the network namespace thread ended without an answer"))?
+}
+
+/// Runs on a fresh OS thread: joins `netns`, then configures it on a current-thread runtime.
+fn in_namespace(netns: &Path, side: PodSide) -> anyhow::Result<String> {
+    let ns = std::fs::File::open(netns)
+        .with_context(|| format!("opening network namespace {}", netns.display()))?;
+    nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
+        .with_context(|| format!("joining network namespace {}", netns.display()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .context("building the namespace thread's runtime")?;
+    runtime.block_on(async move {
+        let handle = connect()?;
+        let lo = link_by_name(&handle, "lo")
+            .await?
+            .context("the pod has no lo")?;
+        handle
+            .link()
+            .set(LinkUnspec::new_with_index(lo.header.index).up().build())
+            .execute()
+            .await
+            .context("setting lo up")?;
+        let eth0 = link_by_name(&handle, super::POD_IFNAME)
+            .await?
+            .context("the pod has no eth0")?;
+        let index = eth0.header.index;
+        handle
+            .address()
+            .add(
+                index,
+                IpAddr::V4(side.address.addr()),
+                side.address.prefix_len(),
+            )
+            .execute()
+            .await
+            .with_context(|| format!("adding {} to eth0", side.address))?;
+        handle
+            .link()
+            .set(LinkUnspec::new_with_index(index).up().build())
+            .execute()
+            .await
+            .context("setting eth0 up")?;
+        for dst in &side.routes {
+            let route = RouteMessageBuilder::<Ipv4Addr>::new()
+                .destination_prefix(dst.network(), dst.prefix_len())
+                .gateway(side.gateway)
+                .output_interface(index)
+                .build();
+            handle
+                .route()
+                .add(route)
+                .execute()
+                .await
+                .with_context(|| format!("adding route {dst} via {}", side.gateway))?;
+        }
+        let mac = eth0.attributes.iter().find_map(|attr| match attr {
+            LinkAttribute::Address(bytes) => Some(
+                bytes
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(":"),
+            ),
+            _ => None,
+        });
+        Ok(mac.unwrap_or_default())
+    })
+}

@@ -28,6 +28,33 @@ impl ProcessId {
             .is_some_and(|stat| stat.start_time == self.start_time && stat.state != 'Z')
     }
 
+    /// Waits up to `timeout` for this very process to exit (a zombie has exited); returns
+    /// whether it did. Works for any process, not only children: a pidfd becomes readable
+    /// when its process exits.
+    pub async fn wait_exit(&self, timeout: std::time::Duration) -> bool {
+        use rustix::process::{Pid, PidfdFlags, pidfd_open};
+        let Some(pid) = Pid::from_raw(self.pid) else {
+            return true;
+        };
+        let Ok(pidfd) = pidfd_open(pid, PidfdFlags::NONBLOCK) else {
+            return true;
+        };
+        if !self.is_alive() {
+            return true;
+        }
+        // SAFETY: the AsyncFd owns the pidfd, so it stays open for as long as it is
+        // registered.
+        let registered = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+        };
+        let Ok(pidfd) = registered else {
+            return false;
+        };
+        tokio::time::timeout(timeout, pidfd.readable())
+            .await
+            .is_ok()
+    }
+
     /// Sends signal number `signal` to this very process, without a PID-reuse race: a
     /// pidfd pins the process, then its start time is checked, then the signal goes
     /// through the pidfd (`pidfd_send_signal(2)`). Returns `Ok(false)` when the process is
@@ -137,5 +164,25 @@ mod tests {
             Some(libc::SIGKILL)
         );
         assert!(!id.signal(libc::SIGKILL).unwrap(), "reaped: gone");
+    }
+
+    #[tokio::test]
+    async fn waits_for_the_exit_of_any_process() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let id = ProcessId::of(child.id() as i32).unwrap();
+        let short = std::time::Duration::from_millis(50);
+        assert!(!id.wait_exit(short).await, "still running");
+        let waiter =
+            tokio::spawn(async move { id.wait_exit(std::time::Duration::from_secs(10)).await });
+        assert!(id.signal(libc::SIGKILL).unwrap());
+        assert!(
+            waiter.await.unwrap(),
+            "the exit (a zombie, not reaped yet) ends the wait"
+        );
+        child.wait().unwrap();
+        assert!(id.wait_exit(short).await, "reaped: gone");
     }
 }

@@ -15,6 +15,7 @@ pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
     let shutdown = signals::shutdown().shared();
     let (config, endpoint) = kubelet_config(&args)?;
 
+    let mut cri_server = None;
     let cri: Arc<dyn Cri> = match &endpoint {
         Some(endpoint) => Arc::new(
             Remote::connect(endpoint)
@@ -39,16 +40,30 @@ pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
                 embedded.images.clone(),
                 shutdown.clone(),
             );
-            tokio::spawn(async move {
+            cri_server = Some(tokio::spawn(async move {
                 if let Err(err) = serve.await {
                     tracing::error!("CRI server: {err:#}");
                 }
-            });
+            }));
             Arc::new(Embedded::new(embedded.runtime, embedded.images))
         }
     };
-    skiff_kubelet::run(config, cri, shutdown).await
+    let result = skiff_kubelet::run(config, cri, shutdown).await;
+    // After a shutdown signal, the embedded runtime's server finishes its own shutdown (it
+    // removes the socket and the pod network's idle masquerade rules) before the process
+    // exits; after an error it is not waited for.
+    if let Some(server) = cri_server {
+        if result.is_err() {
+            server.abort();
+        } else if tokio::time::timeout(CRI_SERVER_STOP, server).await.is_err() {
+            tracing::warn!("the CRI server did not stop within {CRI_SERVER_STOP:?}");
+        }
+    }
+    result
 }
+
+/// How long the embedded runtime's CRI server is given to finish after the kubelet stopped.
+const CRI_SERVER_STOP: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The kubelet settings and the CRI endpoint (`None`: embedded): the `--config` file over
 /// the defaults, then the flags that were given, validated together. Errors name the file

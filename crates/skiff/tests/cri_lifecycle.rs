@@ -507,13 +507,15 @@ async fn pods_reach_each_other(rt: &CriRuntime) -> anyhow::Result<()> {
     }
 }
 
-/// The harness's conflist (bridge + host-local + portmap) runs in-process: the pod gets
-/// `eth0` with its address and default route, the subnet one masquerade chain (no per-pod
-/// plugin chain), and the chain goes with the last pod. A conflist with a key the runtime
+/// The harness's conflist (bridge + host-local + portmap, here with `hairpinMode`) runs
+/// in-process: the pod gets `eth0` with its address and default route, its bridge port
+/// hairpin mode, the subnet one masquerade chain (no per-pod plugin chain), which stays
+/// after the last pod and goes when the runtime stops without pods. A conflist with a key the runtime
 /// does not run itself (`mtu`) goes through the plugins, which apply it.
 async fn bridge_network_in_process_and_through_plugins(rt: &CriRuntime) -> anyhow::Result<()> {
     let network = rt.network_name();
-    let masquerade = format!("skiff: masquerade for CNI network {network}");
+    // As `iptables -S` prints the rule's comment.
+    let masquerade = format!(r#"skiff: masquerade for CNI network \"{network}\""#);
     let nat_rules = || -> anyhow::Result<String> {
         let out = std::process::Command::new("iptables")
             .args(["-w", "-t", "nat", "-S"])
@@ -540,7 +542,15 @@ async fn bridge_network_in_process_and_through_plugins(rt: &CriRuntime) -> anyho
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
 
+    let conf_path = rt.dir().join("cni/10-test.conflist");
+    let original = std::fs::read_to_string(&conf_path)?;
+    let mut hairpin: Value = serde_json::from_str(&original)?;
+    hairpin["plugins"][0]["hairpinMode"] = Value::from(true);
+    std::fs::write(&conf_path, hairpin.to_string())?;
     let (sandbox, container) = sleeper(rt, "in-process").await?;
+    let veth = format!("veth{}", &sandbox[..11]);
+    let mode = std::fs::read_to_string(format!("/sys/class/net/{veth}/brport/hairpin_mode"))?;
+    ensure!(mode.trim() == "1", "hairpin mode of {veth}: {mode}");
     let ip = pod_ip(rt, &sandbox).await?;
     let subnet: ipnet::Ipv4Net = rt.pod_cidr().parse()?;
     let gateway = std::net::Ipv4Addr::from(u32::from(subnet.network()) + 1);
@@ -567,10 +577,17 @@ async fn bridge_network_in_process_and_through_plugins(rt: &CriRuntime) -> anyho
         "a per-pod plugin chain:\n{rules}"
     );
     remove_pod(&sandbox).await?;
+    // Node set-up, kept while the runtime runs; removed when it stops with no pod left.
+    let rules = nat_rules()?;
+    ensure!(
+        rules.contains(&masquerade),
+        "masquerade gone with the pod:\n{rules}"
+    );
+    rt.restart().await?;
     let rules = nat_rules()?;
     ensure!(
         !rules.contains(&masquerade),
-        "masquerade left without pods:\n{rules}"
+        "masquerade left after a clean stop:\n{rules}"
     );
     ensure!(
         std::fs::read_dir(rt.dir().join("ipam").join(&network))?
@@ -583,8 +600,6 @@ async fn bridge_network_in_process_and_through_plugins(rt: &CriRuntime) -> anyho
         "an address is still reserved"
     );
 
-    let conf_path = rt.dir().join("cni/10-test.conflist");
-    let original = std::fs::read_to_string(&conf_path)?;
     let mut conflist: Value = serde_json::from_str(&original)?;
     conflist["plugins"][0]["mtu"] = Value::from(1400);
     std::fs::write(&conf_path, conflist.to_string())?;

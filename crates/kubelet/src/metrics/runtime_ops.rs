@@ -38,6 +38,13 @@ pub fn operation_type(method: &str) -> String {
 
 /// Records one finished call.
 fn record<T>(method: &str, started: Instant, result: &Result<T, Status>) {
+    tracing::trace!(
+        target: "skiff::cri",
+        operation = method,
+        ms = started.elapsed().as_secs_f64() * 1e3,
+        ok = result.is_ok(),
+        "CRI call"
+    );
     let m = metrics();
     let op = label("operation_type", &operation_type(method));
     m.runtime_operations.get_or_create(&op).inc();

@@ -79,6 +79,12 @@ impl Cni {
         config::update_default(&self.conf_dir, pod_cidr)
     }
 
+    /// On shutdown: removes the masquerade rules of in-process networks that no pod uses
+    /// any more (see [`bridge`]).
+    pub async fn shutdown(&self) -> anyhow::Result<()> {
+        self.bridge.shutdown().await
+    }
+
     /// The configuration directory (`*.conflist`).
     pub fn conf_dir(&self) -> &std::path::Path {
         &self.conf_dir

@@ -1,9 +1,13 @@
-//! RemoveContainer: force-stop, `runc delete`, rootfs and bundle removal.
+//! RemoveContainer: force-stop, `runc delete` unless the shim did it, rootfs and bundle
+//! removal.
 
 use k8s_cri::v1::{RemoveContainerRequest, RemoveContainerResponse};
 
 use crate::error::Result;
 use crate::runtime::Runtime;
+
+/// How long RemoveContainer waits for the shim of an exited container to end.
+const SHIM_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Runtime {
     /// Removes a container, killing it first if it still runs. Removing an absent
@@ -26,7 +30,15 @@ impl Runtime {
         let _busy = busy.lock().await;
         self.stop_container_by_id(id, 0).await?;
         let container = entry.lock().await;
-        self.runc(&container.runtime_handler).delete(id).await?;
+        // The shim deletes runc's container itself after the exit and then ends.
+        if let Some(shim) = container.shim
+            && !shim.wait_exit(SHIM_EXIT_WAIT).await
+        {
+            tracing::warn!(id, "the shim did not end {SHIM_EXIT_WAIT:?} after the exit");
+        }
+        if !crate::shim::record::is_deleted(&self.bundle(id)) {
+            self.runc(&container.runtime_handler).delete(id).await?;
+        }
         self.release_bundle(id)?;
         self.container_store.delete(id)?;
         self.containers.remove(id);

@@ -45,6 +45,7 @@ async fn serve_owned(
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
     // Open GetContainerEvents streams would keep the graceful shutdown waiting.
     let events_runtime = runtime.clone();
+    let runtime_for_network = runtime.clone();
     let shutdown = async move {
         shutdown.await;
         events_runtime.events.close();
@@ -75,5 +76,8 @@ async fn serve_owned(
         async { stopping(streaming.await) }
     );
     let _ = crate::store::remove_file_if_exists(socket);
+    if let Err(err) = runtime_for_network.cni.shutdown().await {
+        tracing::warn!("removing the pod network's masquerade rules: {err:#}");
+    }
     cri.and(streaming)
 }

@@ -57,12 +57,39 @@ pub fn run(opts: &Options, ready: OwnedFd) -> i32 {
         finished_at,
         oom_killed: crate::cgroup::oom_killed(&opts.cgroup),
     };
-    match exit.write(&opts.exit_file) {
+    let code = match exit.write(&opts.exit_file) {
         Ok(()) => 0,
         Err(err) => {
             eprintln!("container {}: writing exit file: {err:#}", opts.id);
             1
         }
+    };
+    delete_container(opts);
+    code
+}
+
+/// `runc delete --force` once the exit is recorded (so the exit is reported without
+/// waiting for it), as containerd's shim deletes the task after its exit: runc's state and
+/// the container's cgroup go (with any process the container left in a shared PID
+/// namespace), and RemoveContainer has nothing slow left to do. Marks success in the
+/// bundle ([`record::DELETED_FILE`]); on failure RemoveContainer runs `runc delete` itself.
+fn delete_container(opts: &Options) {
+    let status = std::process::Command::new(&opts.runc)
+        .arg("--root")
+        .arg(&opts.runc_root)
+        .args(["delete", "--force"])
+        .arg(&opts.id)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status();
+    match status {
+        Ok(status) if status.success() => {
+            if let Err(err) = record::write_deleted(&opts.bundle) {
+                eprintln!("container {}: recording the deletion: {err:#}", opts.id);
+            }
+        }
+        Ok(status) => eprintln!("container {}: runc delete: {status}", opts.id),
+        Err(err) => eprintln!("container {}: running runc delete: {err}", opts.id),
     }
 }
 

@@ -2,7 +2,9 @@
 //! StartContainer finds the shim it spawned (containerd's shim keeps its address and PID
 //! in the bundle for the same reason): `shim.json` (the shim daemon's [`ProcessId`]),
 //! written before `runc run`, and `started.json` (a [`StartRecord`]) once the container
-//! runs. Both are written atomically.
+//! runs. Both are written atomically. After the exit, `deleted` marks that the shim ran
+//! `runc delete` itself (containerd's shim deletes the task once it exited too), so that
+//! RemoveContainer need not.
 
 use std::path::Path;
 
@@ -17,6 +19,19 @@ pub const SHIM_FILE: &str = "shim.json";
 
 /// `<bundle>/started.json`: the [`StartRecord`], once `runc run` succeeded.
 pub const STARTED_FILE: &str = "started.json";
+
+/// `<bundle>/deleted`: empty; the shim deleted the exited container from runc.
+pub const DELETED_FILE: &str = "deleted";
+
+/// Records in `bundle` that runc's container is deleted.
+pub fn write_deleted(bundle: &Path) -> anyhow::Result<()> {
+    crate::store::write_atomic(&bundle.join(DELETED_FILE), b"")
+}
+
+/// Whether the shim recorded in `bundle` that runc's container is deleted.
+pub fn is_deleted(bundle: &Path) -> bool {
+    bundle.join(DELETED_FILE).exists()
+}
 
 /// The processes of a started container and when it started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -2,9 +2,9 @@
 //! CRI-O), so runtimes are measured side by side with the same code.
 //!
 //! It measures, over `--count` iterations of one pod with one container each:
-//! RunPodSandbox; CreateContainer + StartContainer; StopContainer (timeout 0, so the
-//! runtime's kill path, not a grace period); StopPodSandbox + RemovePodSandbox — min,
-//! median and p90 in milliseconds. Then it keeps `--pods` levels of pods running (each a
+//! each call of a pod's life on its own: RunPodSandbox, CreateContainer, StartContainer,
+//! StopContainer (timeout 0, so the runtime's kill path, not a grace period),
+//! RemoveContainer, StopPodSandbox, RemovePodSandbox — min, median and p90 in milliseconds. Then it keeps `--pods` levels of pods running (each a
 //! sandbox with one `sleep` container) and reports the memory of the runtime and of its
 //! per-pod processes at each level ([`memory`] defines them).
 

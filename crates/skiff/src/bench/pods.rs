@@ -112,9 +112,9 @@ impl<'a> Pods<'a> {
         }
     }
 
-    /// RunPodSandbox, then CreateContainer + StartContainer; returns the IDs and the time
-    /// each step took.
-    async fn start_pod(&mut self) -> anyhow::Result<(String, String, Duration, Duration)> {
+    /// RunPodSandbox, CreateContainer, StartContainer; returns the IDs and the time each
+    /// call took.
+    async fn start_pod(&mut self) -> anyhow::Result<(String, String, [Duration; 3])> {
         let config = self.sandbox_config()?;
         let started = Instant::now();
         let sandbox_id = self
@@ -138,13 +138,15 @@ impl<'a> Pods<'a> {
             .await
             .context("CreateContainer")?
             .container_id;
+        let create = started.elapsed();
+        let started = Instant::now();
         self.cri
             .start_container(StartContainerRequest {
                 container_id: container_id.clone(),
             })
             .await
             .context("StartContainer")?;
-        Ok((sandbox_id, container_id, run, started.elapsed()))
+        Ok((sandbox_id, container_id, [run, create, started.elapsed()]))
     }
 
     async fn remove_pod(&self, sandbox_id: &str) -> anyhow::Result<()> {
@@ -163,33 +165,56 @@ impl<'a> Pods<'a> {
         Ok(())
     }
 
-    /// `count` full cycles of one pod, timing each CRI step.
+    /// `count` full cycles of one pod, timing each CRI call.
     pub async fn time_cycles(&mut self, count: usize) -> anyhow::Result<Vec<Timing>> {
         let mut timings = [
             "RunPodSandbox",
-            "CreateContainer + StartContainer",
-            "StopContainer",
-            "StopPodSandbox + RemovePodSandbox",
+            "CreateContainer",
+            "StartContainer",
+            "StopContainer (timeout 0)",
+            "RemoveContainer",
+            "StopPodSandbox",
+            "RemovePodSandbox",
         ]
         .map(|operation| Timing {
             operation,
             samples: Vec::with_capacity(count),
         });
         for _ in 0..count {
-            let (sandbox_id, container_id, run, create_start) = self.start_pod().await?;
+            let (sandbox_id, container_id, [run, create, start]) = self.start_pod().await?;
             let started = Instant::now();
             self.cri
                 .stop_container(StopContainerRequest {
-                    container_id,
+                    container_id: container_id.clone(),
                     timeout: 0,
                 })
                 .await
                 .context("StopContainer")?;
             let stop = started.elapsed();
             let started = Instant::now();
-            self.remove_pod(&sandbox_id).await?;
+            self.cri
+                .remove_container(RemoveContainerRequest { container_id })
+                .await
+                .context("RemoveContainer")?;
             let remove = started.elapsed();
-            for (timing, sample) in timings.iter_mut().zip([run, create_start, stop, remove]) {
+            let started = Instant::now();
+            self.cri
+                .stop_pod_sandbox(StopPodSandboxRequest {
+                    pod_sandbox_id: sandbox_id.clone(),
+                })
+                .await
+                .context("StopPodSandbox")?;
+            let stop_pod = started.elapsed();
+            let started = Instant::now();
+            self.cri
+                .remove_pod_sandbox(RemovePodSandboxRequest {
+                    pod_sandbox_id: sandbox_id,
+                })
+                .await
+                .context("RemovePodSandbox")?;
+            let remove_pod = started.elapsed();
+            let samples = [run, create, start, stop, remove, stop_pod, remove_pod];
+            for (timing, sample) in timings.iter_mut().zip(samples) {
                 timing.samples.push(sample);
             }
         }

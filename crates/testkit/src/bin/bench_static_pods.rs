@@ -1,7 +1,8 @@
 //! Static pod benchmark: `skiff kubelet` on its embedded runtime versus `skiff kubelet` on
 //! Debian's containerd 1.6, in one run.
 //!
-//! `skiff-bench-static-pods --skiff PATH [--sequential N] [--batch N]` starts a local
+//! `skiff-bench-static-pods --skiff PATH [--sequential N] [--batch N] [--only RUNTIME]
+//! [--log-dir DIR]` starts a local
 //! registry with the busybox image, then for each runtime a node ([`Node`]) on which it
 //! pre-pulls the image with one warm-up pod and measures:
 //!
@@ -13,6 +14,10 @@
 //!   the kubelet, of containerd, and of the per-pod processes (shims, pause and monitor
 //!   processes; not the pods' own `sleep`), as `skiff bench cri` counts them
 //!   (`crates/skiff/src/bench/memory.rs`, included here).
+//!
+//! `--only embedded|containerd` measures one runtime. `--log-dir DIR` keeps each node's
+//! kubelet log as `DIR/kubelet-<runtime>.log`; with `SKIFF_NODE_RUST_LOG=info,skiff::cri=trace`
+//! it holds every CRI call with its duration.
 //!
 //! Everything it starts is removed at exit.
 
@@ -39,6 +44,8 @@ struct Args {
     skiff: PathBuf,
     sequential: usize,
     batch: usize,
+    only: Option<String>,
+    log_dir: Option<PathBuf>,
 }
 
 fn main() {
@@ -51,6 +58,7 @@ fn main() {
 fn parse_args() -> anyhow::Result<Args> {
     let mut skiff = None;
     let (mut sequential, mut batch) = (20, 30);
+    let (mut only, mut log_dir) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
@@ -60,9 +68,14 @@ fn parse_args() -> anyhow::Result<Args> {
                 sequential = value()?.parse().context("--sequential must be a number")?
             }
             "--batch" => batch = value()?.parse().context("--batch must be a number")?,
+            "--only" => match value()?.as_str() {
+                runtime @ ("embedded" | "containerd") => only = Some(runtime.to_string()),
+                other => bail!("--only takes embedded or containerd, not {other:?}"),
+            },
+            "--log-dir" => log_dir = Some(PathBuf::from(value()?)),
             "-h" | "--help" => {
                 println!(
-                    "usage: skiff-bench-static-pods --skiff PATH [--sequential N (default 20)] [--batch N (default 30)]"
+                    "usage: skiff-bench-static-pods --skiff PATH [--sequential N (default 20)] [--batch N (default 30)] [--only embedded|containerd] [--log-dir DIR]"
                 );
                 std::process::exit(0);
             }
@@ -77,6 +90,8 @@ fn parse_args() -> anyhow::Result<Args> {
         skiff,
         sequential,
         batch,
+        only,
+        log_dir,
     })
 }
 
@@ -105,13 +120,23 @@ fn run() -> anyhow::Result<()> {
     ];
     let mut results = Vec::new();
     for (label, runtime) in runtimes {
+        if args.only.as_deref().is_some_and(|only| only != label) {
+            continue;
+        }
         eprintln!("measuring skiff kubelet on {label}...");
         let node = Node::start(NodeOptions {
             skiff_bin: args.skiff.clone(),
             extra_args: Vec::new(),
             runtime,
         })?;
-        results.push(measure(&args, &node, label, &reference)?);
+        let measured = measure(&args, &node, label, &reference);
+        if let Some(dir) = &args.log_dir {
+            std::fs::create_dir_all(dir)?;
+            let kept = dir.join(format!("kubelet-{label}.log"));
+            std::fs::copy(node.dir().join("kubelet.log"), &kept)
+                .with_context(|| format!("keeping the kubelet log as {}", kept.display()))?;
+        }
+        results.push(measured?);
     }
     report(&args, &results);
     Ok(())

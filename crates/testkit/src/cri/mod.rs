@@ -369,8 +369,8 @@ impl CriRuntime {
     /// Everything the pods of this runtime left on the host, one readable line each:
     /// mounts under [`CriRuntime::dir`] (other than the runtime's own namespace-pin
     /// root), host-local IP reservations, veths on the bridge, processes other than the
-    /// runtime whose command line mentions the directory (shims), iptables rules of the
-    /// network, and container cgroups (with their processes) inside the pod cgroups of
+    /// runtime whose command line mentions the directory (shims), iptables rules the
+    /// network's pods left (not the node's masquerade rule, kept while the runtime runs), and container cgroups (with their processes) inside the pod cgroups of
     /// [`CriRuntime::sandbox_config`]. The pod cgroups themselves belong to the caller
     /// (the kubelet's role) and are removed on drop. Empty means clean.
     pub fn leftovers(&self) -> Vec<String> {
@@ -390,7 +390,7 @@ impl CriRuntime {
                 .map(|(pid, cmd)| format!("process {pid}: {cmd}")),
         );
         found.extend(
-            leftovers::iptables_rules(&self.network_name())
+            leftovers::pod_iptables_rules(&self.network_name())
                 .into_iter()
                 .map(|(t, r)| format!("iptables -t {t} {r}")),
         );

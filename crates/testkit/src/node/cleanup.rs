@@ -82,8 +82,9 @@ fn runc_containers(root: &Path) {
     }
 }
 
-/// Deletes the rules mentioning `network`, then the per-pod `CNI-*` chains they jumped
-/// to once nothing references them. Shared `CNI-HOSTPORT-*` chains are kept.
+/// Deletes the rules mentioning `network`, then the per-pod `CNI-*` chains and Skiff's
+/// per-network `SKIFF-MASQ-*` chain they jumped to once nothing references them. Shared
+/// `CNI-HOSTPORT-*` chains are kept.
 fn iptables(network: &str) {
     let mut chains = BTreeSet::new();
     for (table, rule) in leftovers::iptables_rules(network) {
@@ -93,8 +94,8 @@ fn iptables(network: &str) {
         }
         if let Some(i) = args.iter().position(|a| a == "-j")
             && let Some(target) = args.get(i + 1)
-            && target.starts_with("CNI-")
-            && !target.starts_with("CNI-HOSTPORT-")
+            && ((target.starts_with("CNI-") && !target.starts_with("CNI-HOSTPORT-"))
+                || target.starts_with("SKIFF-MASQ-"))
         {
             chains.insert((table, target.clone()));
         }

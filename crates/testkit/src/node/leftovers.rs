@@ -118,8 +118,20 @@ pub(crate) fn processes_mentioning(dir: &Path) -> Vec<(u32, String)> {
     found
 }
 
+/// The comment of Skiff's per-network masquerade rule, which is node set-up (kept while
+/// the runtime runs, like the bridge), not something a pod left.
+const NODE_MASQUERADE: &str = "skiff: masquerade for CNI network";
+
+/// [`iptables_rules`] without the node's own masquerade rule: what the pods left.
+pub(crate) fn pod_iptables_rules(network: &str) -> Vec<(&'static str, String)> {
+    let mut rules = iptables_rules(network);
+    rules.retain(|(_, rule)| !rule.contains(NODE_MASQUERADE));
+    rules
+}
+
 /// `(table, rule)` for iptables rules (`-S` format) that mention `network` (the CNI
-/// plugins put `name: "<network>"` in their rule comments).
+/// plugins put `name: "<network>"` in their rule comments, Skiff's masquerade rule
+/// `network "<network>"`).
 pub(crate) fn iptables_rules(network: &str) -> Vec<(&'static str, String)> {
     let needle = format!("\\\"{network}\\\"");
     let mut found = Vec::new();

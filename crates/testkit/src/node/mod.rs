@@ -318,7 +318,7 @@ impl Node {
     /// under [`Node::dir`] (except the kubelet root's own rshared bind mount, which the
     /// kubelet keeps as upstream's does), host-local IP reservations, veths on the bridge,
     /// processes whose command line mentions the directory (other than the kubelet and
-    /// containerd), iptables rules of the CNI network, and `pod<uid>` cgroups of pods this
+    /// containerd), iptables rules the CNI network's pods left (not the node's masquerade rule), and `pod<uid>` cgroups of pods this
     /// node ran.
     /// Empty means clean.
     pub fn leftovers(&self) -> Vec<String> {
@@ -344,7 +344,7 @@ impl Node {
                 .map(|(pid, cmd)| format!("process {pid}: {cmd}")),
         );
         found.extend(
-            leftovers::iptables_rules(&self.network_name())
+            leftovers::pod_iptables_rules(&self.network_name())
                 .into_iter()
                 .map(|(t, r)| format!("iptables -t {t} {r}")),
         );
@@ -440,7 +440,10 @@ impl Node {
         {
             cmd.arg(format!("--eviction-hard={TEST_EVICTION_HARD}"));
         }
-        cmd.args(&self.opts.extra_args).env("RUST_LOG", "info");
+        // `SKIFF_NODE_RUST_LOG` overrides the filter, e.g. `info,skiff::cri=trace` to log
+        // every CRI call with its duration.
+        let filter = std::env::var("SKIFF_NODE_RUST_LOG").unwrap_or_else(|_| "info".into());
+        cmd.args(&self.opts.extra_args).env("RUST_LOG", filter);
         let agent = sys::http_agent();
         let url = format!("http://127.0.0.1:{}/healthz", self.port);
         let healthy = || {

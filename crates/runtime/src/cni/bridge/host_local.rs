@@ -160,6 +160,11 @@ impl Store {
         Ok(self.reservations()?.len())
     }
 
+    /// How many addresses of the network are reserved.
+    pub(crate) fn reserved(&self) -> anyhow::Result<usize> {
+        Ok(self.reservations()?.len())
+    }
+
     /// Every reserved address of the network with its owner file's content.
     fn reservations(&self) -> anyhow::Result<Vec<(Ipv4Addr, String)>> {
         let entries = match std::fs::read_dir(&self.dir) {

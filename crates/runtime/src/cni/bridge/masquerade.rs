@@ -5,14 +5,15 @@
 //! subnet is one chain, `SKIFF-MASQ-<hash>`, and one jump from `nat POSTROUTING`:
 //!
 //! ```text
-//! -A POSTROUTING -s <subnet> -m comment --comment "skiff: masquerade for CNI network <name>" -j SKIFF-MASQ-<hash>
+//! -A POSTROUTING -s <subnet> -m comment --comment "skiff: masquerade for CNI network \"<name>\"" -j SKIFF-MASQ-<hash>
 //! -A SKIFF-MASQ-<hash> -d <subnet> -j RETURN
 //! -A SKIFF-MASQ-<hash> -d 224.0.0.0/4 -j RETURN
 //! -A SKIFF-MASQ-<hash> -j MASQUERADE
 //! ```
 //!
-//! The rules are added when the network's first pod is attached and removed when its last
-//! address is released, so nothing is left behind once no pod uses the network.
+//! Like a node's other network set-up (the bridge itself), the rules are added with the
+//! network's first pod and kept while the runtime runs; the runtime removes them when it
+//! shuts down with no pod left on the network.
 
 use std::process::Stdio;
 
@@ -36,7 +37,7 @@ impl Masquerade {
         Self {
             subnet,
             chain: format!("SKIFF-MASQ-{}", hex::encode(&digest[..4]).to_uppercase()),
-            comment: format!("skiff: masquerade for CNI network {network}"),
+            comment: format!("skiff: masquerade for CNI network \"{network}\""),
         }
     }
 
@@ -153,7 +154,7 @@ mod tests {
         assert_ne!(a.chain, b.chain);
         assert!(
             a.jump()
-                .contains(&"skiff: masquerade for CNI network skiff".to_string())
+                .contains(&"skiff: masquerade for CNI network \"skiff\"".to_string())
         );
     }
 }

@@ -10,8 +10,9 @@
 //! or any other key, goes through the plugins unchanged.
 //!
 //! Differences from the plugins, none visible to a pod:
-//! - masquerading is one chain per network, added with its first pod and removed with its
-//!   last ([`masquerade`]), where the plugin adds a chain per pod;
+//! - masquerading is one chain per network, added with its first pod and removed when the
+//!   runtime shuts down with no pod left on it ([`masquerade`]), where the plugin adds a
+//!   chain per pod;
 //! - the host end of the veth is named `veth<first 11 hex digits of the sandbox ID>`, so
 //!   that a DEL without the cached result still finds it.
 //!
@@ -23,7 +24,7 @@ pub(crate) mod host_local;
 mod link;
 mod masquerade;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -199,8 +200,9 @@ pub(crate) struct State {
 #[derive(Debug, Default)]
 struct Inner {
     handle: tokio::sync::OnceCell<rtnetlink::Handle>,
-    /// Held while masquerade rules are checked, added or removed.
-    masquerading: tokio::sync::Mutex<HashSet<Masquerade>>,
+    /// The masquerade rules this process put in place, with their network's addresses;
+    /// held while rules are added or removed.
+    masquerading: tokio::sync::Mutex<HashMap<Masquerade, Store>>,
     /// Whether `net.ipv4.ip_forward` was seen set.
     forwarding: std::sync::atomic::AtomicBool,
 }
@@ -244,9 +246,9 @@ impl State {
         if network.masquerade {
             let rules = network.masquerade_rules();
             let mut present = self.inner.masquerading.lock().await;
-            if !present.contains(&rules) {
+            if !present.contains_key(&rules) {
                 rules.ensure().await?;
-                present.insert(rules);
+                present.insert(rules, network.store()?);
             }
         }
         let routes: Vec<Value> = network
@@ -267,52 +269,44 @@ impl State {
         }))
     }
 
-    /// DEL: deletes the veth pair (gone already when the pod's namespace is), releases the
-    /// sandbox's addresses, and removes the masquerade rules with the network's last
-    /// address. Every step is tried; the first error is returned.
+    /// DEL: deletes the veth pair (gone already when the pod's namespace is) and releases
+    /// the sandbox's addresses. Both are tried; the first error is returned.
     pub(crate) async fn del(
         &self,
         network: &BridgeNetwork,
         sandbox_id: &str,
     ) -> anyhow::Result<()> {
-        let mut first_error = None;
-        match self.handle().await {
-            Ok(handle) => {
-                if let Err(err) = link::delete_link(handle, &host_veth(sandbox_id)).await {
-                    first_error.get_or_insert(err);
-                }
-            }
-            Err(err) => {
-                first_error.get_or_insert(err);
-            }
-        }
-        // The masquerade lock is held across the release, so that a concurrent ADD either
-        // reserved before the count (the rules stay) or adds the rules again after.
-        let mut present = self.inner.masquerading.lock().await;
-        let left = match network.store() {
-            Ok(store) => {
-                let id = sandbox_id.to_string();
-                tokio::task::spawn_blocking(move || store.release(&id, POD_IFNAME))
-                    .await
-                    .context("IPAM task")
-                    .and_then(|released| released)
-            }
+        let deleted = match self.handle().await {
+            Ok(handle) => link::delete_link(handle, &host_veth(sandbox_id)).await,
             Err(err) => Err(err),
         };
-        match left {
-            Ok(0) if network.masquerade => {
-                let rules = network.masquerade_rules();
-                match rules.remove().await {
-                    Ok(()) => {
-                        present.remove(&rules);
-                    }
-                    Err(err) => {
-                        first_error.get_or_insert(err);
-                    }
-                }
-            }
-            Ok(_) => {}
-            Err(err) => {
+        let store = network.store()?;
+        let id = sandbox_id.to_string();
+        let released = tokio::task::spawn_blocking(move || store.release(&id, POD_IFNAME))
+            .await
+            .context("IPAM task")
+            .and_then(|released| released);
+        deleted.and(released.map(drop))
+    }
+
+    /// At shutdown: removes the masquerade rules of every network this process set up
+    /// that has no address reserved any more. Every network is tried; the first error is
+    /// returned.
+    pub(crate) async fn shutdown(&self) -> anyhow::Result<()> {
+        let mut present = self.inner.masquerading.lock().await;
+        let mut first_error = None;
+        let networks: Vec<(Masquerade, Store)> = present.drain().collect();
+        for (rules, store) in networks {
+            let reserved = tokio::task::spawn_blocking(move || store.reserved())
+                .await
+                .context("IPAM task")
+                .and_then(|reserved| reserved);
+            let removed = match reserved {
+                Ok(0) => rules.remove().await,
+                Ok(_) => Ok(()),
+                Err(err) => Err(err),
+            };
+            if let Err(err) = removed {
                 first_error.get_or_insert(err);
             }
         }

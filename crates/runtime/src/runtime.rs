@@ -139,6 +139,7 @@ impl Runtime {
                 .reserve(&container.name, &container.id);
             runtime.containers.insert(container.id.clone(), container);
         }
+        runtime.sweep_removed_bundles();
         runtime.sweep_orphaned_bundles(&known_containers);
         let runtime = Arc::new(runtime);
         runtime.clean_up_half_created(half_created);

@@ -71,6 +71,19 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes `data` to `path` through a temporary file renamed over the target, like
+/// [`write_atomic`] but without fsync: for files of the volatile state directory (bundles,
+/// shim records, namespace pins), which a crash of the runtime leaves in the page cache and
+/// a reboot makes meaningless, so flushing them to disk would only slow every start.
+pub fn write_volatile(path: &Path, data: &[u8]) -> anyhow::Result<()> {
+    let dir = path.parent().context("path has no parent directory")?;
+    let name = path.file_name().context("path has no file name")?;
+    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
+    std::fs::write(&tmp, data).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))?;
+    Ok(())
+}
+
 /// Removes a file, treating "not found" as success.
 pub fn remove_file_if_exists(path: &Path) -> anyhow::Result<()> {
     match std::fs::remove_file(path) {

@@ -23,6 +23,7 @@ common::cri_cases! {
     pods_reach_each_other,
     bridge_network_in_process_and_through_plugins
         => skiff_only("Skiff's choice between its in-process bridge network and the CNI plugins"),
+    sandboxes_at_once,
     slow_start_blocks_no_other_call
         => skiff_only("the gated runc handler is configured in Skiff's harness only"),
 }
@@ -616,6 +617,20 @@ async fn bridge_network_in_process_and_through_plugins(rt: &CriRuntime) -> anyho
     .await;
     std::fs::write(&conf_path, original)?;
     outcome
+}
+
+/// Twelve RunPodSandbox calls at once all succeed, with twelve different pod IPs (the
+/// network attachments share the runtime's netlink socket and the IPAM store).
+async fn sandboxes_at_once(rt: &CriRuntime) -> anyhow::Result<()> {
+    let names: Vec<String> = (0..12).map(|i| format!("at-once-{i}")).collect();
+    let started = futures::future::join_all(names.iter().map(|name| rt.run_sandbox(name))).await;
+    let mut ips = std::collections::BTreeSet::new();
+    for (name, sandbox) in names.iter().zip(started) {
+        let sandbox = sandbox.with_context(|| format!("RunPodSandbox {name}"))?;
+        ips.insert(pod_ip(rt, &sandbox).await?);
+    }
+    ensure!(ips.len() == names.len(), "pod IPs: {ips:?}");
+    Ok(())
 }
 
 /// A start held in `runc run` (the harness's `gated` handler) blocks no call about other

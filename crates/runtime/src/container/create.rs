@@ -9,6 +9,9 @@ use super::{Container, State, spec};
 use crate::error::{Error, Result, required};
 use crate::runtime::Runtime;
 
+/// `<state>/removing`: bundles of removed containers, deleted in the background.
+const REMOVING_DIR: &str = "removing";
+
 impl Runtime {
     /// Creates a container in a ready sandbox: prepares and mounts a writable snapshot of
     /// the image at `<bundle>/rootfs`, writes `<bundle>/config.json` and records the
@@ -145,7 +148,7 @@ impl Runtime {
             oom_floor: self.oom_floor,
         })?;
         let json = serde_json::to_vec_pretty(&spec).context("serializing config.json")?;
-        crate::store::write_atomic(&bundle.join("config.json"), &json)?;
+        crate::store::write_volatile(&bundle.join("config.json"), &json)?;
         Ok(())
     }
 
@@ -218,12 +221,51 @@ impl Runtime {
         }
     }
 
-    /// Unmounts the rootfs, removes the snapshot and the bundle directory (absent is OK).
+    /// Unmounts the rootfs and takes the snapshot and the bundle directory out of use
+    /// (absent is OK). Both are renamed away at once and deleted in the background, so
+    /// that RemoveContainer does not wait for the disk: the snapshot to a temporary name the
+    /// snapshotter sweeps when it opens, the bundle into `<state>/removing`, emptied when
+    /// the runtime starts (see [`Runtime::sweep_removed_bundles`]).
     pub(crate) fn release_bundle(&self, id: &str) -> Result<()> {
         let bundle = self.bundle(id);
         crate::snapshot::unmount(&bundle.join("rootfs"))?;
-        self.images.snapshotter().remove(id)?;
-        crate::store::remove_dir_if_exists(&bundle)?;
+        // Before the bundle moves: the exit watch is kept by path.
+        self.unwatch_exit(id);
+        let mut doomed: Vec<std::path::PathBuf> =
+            self.images.snapshotter().detach(id)?.into_iter().collect();
+        let removing = self.config.state.join(REMOVING_DIR);
+        std::fs::create_dir_all(&removing)
+            .with_context(|| format!("creating {}", removing.display()))?;
+        let trash = removing.join(id);
+        match std::fs::rename(&bundle, &trash) {
+            Ok(()) => doomed.push(trash),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => {
+                return Err(anyhow::Error::from(err)
+                    .context(format!("moving {} away", bundle.display()))
+                    .into());
+            }
+        }
+        let delete = move || {
+            for dir in doomed {
+                if let Err(err) = crate::store::remove_dir_if_exists(&dir) {
+                    tracing::warn!("removing {}: {err:#}", dir.display());
+                }
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => drop(handle.spawn_blocking(delete)),
+            Err(_) => delete(),
+        }
         Ok(())
+    }
+
+    /// Empties `<state>/removing`: bundles whose background deletion a stop of the runtime
+    /// cut short. Called when the runtime starts; failures are logged.
+    pub(crate) fn sweep_removed_bundles(&self) {
+        let removing = self.config.state.join(REMOVING_DIR);
+        if let Err(err) = crate::store::remove_dir_if_exists(&removing) {
+            tracing::warn!("removing {}: {err:#}", removing.display());
+        }
     }
 }

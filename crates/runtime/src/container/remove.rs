@@ -6,9 +6,6 @@ use k8s_cri::v1::{RemoveContainerRequest, RemoveContainerResponse};
 use crate::error::Result;
 use crate::runtime::Runtime;
 
-/// How long RemoveContainer waits for the shim of an exited container to end.
-const SHIM_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
 impl Runtime {
     /// Removes a container, killing it first if it still runs. Removing an absent
     /// container is OK.
@@ -30,12 +27,7 @@ impl Runtime {
         let _busy = busy.lock().await;
         self.stop_container_by_id(id, 0).await?;
         let container = entry.lock().await;
-        // The shim deletes runc's container itself after the exit and then ends.
-        if let Some(shim) = container.shim
-            && !shim.wait_exit(SHIM_EXIT_WAIT).await
-        {
-            tracing::warn!(id, "the shim did not end {SHIM_EXIT_WAIT:?} after the exit");
-        }
+        self.wait_for_shim(id).await;
         if !crate::shim::record::is_deleted(&self.bundle(id)) {
             self.runc(&container.runtime_handler).delete(id).await?;
         }

@@ -9,6 +9,9 @@ use super::{Container, State};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
+/// How long StopContainer and RemoveContainer wait for the shim of an exited container to
+/// end (it deletes the container from runc first).
+const SHIM_EXIT_WAIT: Duration = Duration::from_secs(10);
 /// How long to wait for the exit after SIGKILL before reporting an error.
 const KILL_WAIT: Duration = Duration::from_secs(30);
 /// Interval of the exit checks between exit-file events (a shim that died writes no exit
@@ -28,8 +31,9 @@ impl Runtime {
         Ok(StopContainerResponse {})
     }
 
-    /// See [`Runtime::stop_container`]; an unknown container is a no-op. The container's
-    /// lock is not held while waiting, so status calls are served meanwhile. The exit is
+    /// See [`Runtime::stop_container`]; an unknown container is a no-op. Returns once the
+    /// container exited and its shim deleted it from runc. The container's lock is not held
+    /// while waiting, so status calls are served meanwhile. The exit is
     /// noticed as [`Runtime::refresh`] sees it, so a container whose shim died is stopped too.
     pub(crate) async fn stop_container_by_id(&self, id: &str, timeout_secs: i64) -> Result<()> {
         let Some(entry) = self.containers.get(id) else {
@@ -66,6 +70,7 @@ impl Runtime {
             kill(&signal).await?;
             let grace = Duration::from_secs(timeout_secs as u64);
             if self.wait_for_exit(&entry, grace).await? {
+                self.wait_for_shim(id).await;
                 return Ok(());
             }
         }
@@ -75,7 +80,25 @@ impl Runtime {
                 "container {id} did not exit {KILL_WAIT:?} after SIGKILL"
             )));
         }
+        self.wait_for_shim(id).await;
         Ok(())
+    }
+
+    /// Waits (up to [`SHIM_EXIT_WAIT`]) for the shim of exited container `id` to end: after
+    /// recording the exit it deletes the container from runc, as containerd's StopContainer
+    /// returns once the task is deleted. A shim already gone returns at once.
+    pub(crate) async fn wait_for_shim(&self, id: &str) {
+        let shim = match crate::shim::record::read_shim(&self.bundle(id)) {
+            Ok(Some(shim)) => shim,
+            Ok(None) => return,
+            Err(err) => {
+                tracing::debug!(id, "reading the shim record: {err:#}");
+                return;
+            }
+        };
+        if !shim.wait_exit(SHIM_EXIT_WAIT).await {
+            tracing::warn!(id, "the shim did not end {SHIM_EXIT_WAIT:?} after the exit");
+        }
     }
 
     /// Refreshes the container whenever an exit file appears, and at least every [`POLL`],

@@ -56,7 +56,7 @@ impl Runtime {
         spec.set_linux(Some(linux));
         let json = serde_json::to_vec_pretty(&spec)
             .map_err(|err| anyhow::anyhow!("serializing config.json: {err}"))?;
-        crate::store::write_atomic(&path, &json)?;
+        crate::store::write_volatile(&path, &json)?;
         Ok(())
     }
 }

@@ -76,7 +76,7 @@ fn spawn_holder(args: &[String]) -> anyhow::Result<i32> {
     match unsafe { nix::unistd::fork() }.context("fork")? {
         nix::unistd::ForkResult::Parent { child } => {
             let holder = ProcessId::of(child.as_raw()).context("the holder exited at once")?;
-            crate::store::write_atomic(&record, &serde_json::to_vec(&holder)?)?;
+            crate::store::write_volatile(&record, &serde_json::to_vec(&holder)?)?;
             Ok(child.as_raw())
         }
         nix::unistd::ForkResult::Child => hold(),

@@ -31,8 +31,8 @@ impl ExitStatus {
         }
     }
 
-    /// Writes the exit file atomically.
+    /// Writes the exit file atomically (it lives in the volatile state directory).
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {
-        crate::store::write_atomic(path, &serde_json::to_vec(self)?)
+        crate::store::write_volatile(path, &serde_json::to_vec(self)?)
     }
 }

@@ -2,7 +2,8 @@
 //! StartContainer finds the shim it spawned (containerd's shim keeps its address and PID
 //! in the bundle for the same reason): `shim.json` (the shim daemon's [`ProcessId`]),
 //! written before `runc run`, and `started.json` (a [`StartRecord`]) once the container
-//! runs. Both are written atomically. After the exit, `deleted` marks that the shim ran
+//! runs. Both are written atomically (renamed into place; the bundle is volatile state, so
+//! not fsynced). After the exit, `deleted` marks that the shim ran
 //! `runc delete` itself (containerd's shim deletes the task once it exited too), so that
 //! RemoveContainer need not.
 
@@ -25,7 +26,7 @@ pub const DELETED_FILE: &str = "deleted";
 
 /// Records in `bundle` that runc's container is deleted.
 pub fn write_deleted(bundle: &Path) -> anyhow::Result<()> {
-    crate::store::write_atomic(&bundle.join(DELETED_FILE), b"")
+    crate::store::write_volatile(&bundle.join(DELETED_FILE), b"")
 }
 
 /// Whether the shim recorded in `bundle` that runc's container is deleted.
@@ -44,7 +45,7 @@ pub struct StartRecord {
 
 /// Records the shim daemon `shim` in `bundle`.
 pub fn write_shim(bundle: &Path, shim: &ProcessId) -> anyhow::Result<()> {
-    crate::store::write_atomic(&bundle.join(SHIM_FILE), &serde_json::to_vec(shim)?)
+    crate::store::write_volatile(&bundle.join(SHIM_FILE), &serde_json::to_vec(shim)?)
 }
 
 /// The shim daemon recorded in `bundle`; `Ok(None)` when none was started.
@@ -54,7 +55,7 @@ pub fn read_shim(bundle: &Path) -> anyhow::Result<Option<ProcessId>> {
 
 /// Records in `bundle` that the container started.
 pub fn write_started(bundle: &Path, record: &StartRecord) -> anyhow::Result<()> {
-    crate::store::write_atomic(&bundle.join(STARTED_FILE), &serde_json::to_vec(record)?)
+    crate::store::write_volatile(&bundle.join(STARTED_FILE), &serde_json::to_vec(record)?)
 }
 
 /// The [`StartRecord`] in `bundle`; `Ok(None)` when the container was not started.

@@ -214,6 +214,20 @@ impl Snapshotter {
         }
     }
 
+    /// Takes snapshot `key` out of use at once: renames it to a temporary name beside the
+    /// layers (removed when the snapshotter opens, should its removal be cut short) and
+    /// returns that path for the caller to delete when convenient. `None` when there is no
+    /// such snapshot.
+    pub fn detach(&self, key: &str) -> anyhow::Result<Option<PathBuf>> {
+        let dir = self.active_dir(key)?;
+        let doomed = atomic::temp_path(&self.root.join(key));
+        match fs::rename(&dir, &doomed) {
+            Ok(()) => Ok(Some(doomed)),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(err).with_context(|| format!("detach snapshot {}", dir.display())),
+        }
+    }
+
     /// The writable (overlayfs upper) directory of snapshot `key`, whether or not it exists.
     pub fn upper_dir(&self, key: &str) -> anyhow::Result<PathBuf> {
         Ok(self.active_dir(key)?.join("upper"))
@@ -317,6 +331,26 @@ mod tests {
             names.iter().all(|name| !name.starts_with(".tmp-")),
             "{names:?}"
         );
+    }
+
+    #[test]
+    fn detached_snapshots_are_gone_at_once_and_swept_on_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let snapshots = Snapshotter::new(dir.path()).expect("new");
+        let mount = snapshots.prepare("c1", &[]).expect("prepare");
+        fs::write(mount.upperdir.join("written"), b"x").expect("write");
+        let doomed = snapshots.detach("c1").expect("detach").expect("was there");
+        assert!(!snapshots.active_dir("c1").expect("dir").exists());
+        assert!(
+            doomed.join("upper/written").exists(),
+            "renamed, not deleted yet"
+        );
+        assert_eq!(snapshots.detach("c1").expect("again"), None);
+        assert!(snapshots.detach("../x").is_err());
+        // A deletion cut short: the next open sweeps it.
+        drop(snapshots);
+        Snapshotter::new(dir.path()).expect("reopen");
+        assert!(!doomed.exists());
     }
 
     #[test]

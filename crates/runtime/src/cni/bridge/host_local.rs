@@ -128,7 +128,7 @@ impl Store {
                         let _ = std::fs::remove_file(&path);
                         return Err(err).with_context(|| format!("writing {}", path.display()));
                     }
-                    crate::store::write_atomic(
+                    crate::store::write_volatile(
                         &self.dir.join(LAST_RESERVED),
                         ip.to_string().as_bytes(),
                     )?;

@@ -40,11 +40,15 @@ async fn link_by_name(handle: &Handle, name: &str) -> anyhow::Result<Option<Link
 }
 
 /// Makes sure bridge `name` exists, is up and holds `gateway` (address and prefix, the
-/// bridge plugin's `isGateway`). Returns its index. Safe to race with itself.
+/// bridge plugin's `isGateway`). Returns its index. The address check is a netlink dump,
+/// which the kernel allows only one at a time per socket: callers serialize, and pass
+/// `checked`, the index this check last succeeded for, to skip it while the bridge is
+/// the same.
 pub(crate) async fn ensure_bridge(
     handle: &Handle,
     name: &str,
     gateway: Ipv4Net,
+    checked: Option<u32>,
 ) -> anyhow::Result<u32> {
     let bridge = match link_by_name(handle, name).await? {
         Some(link) => link,
@@ -65,7 +69,11 @@ pub(crate) async fn ensure_bridge(
         }
     };
     let index = bridge.header.index;
-    if !bridge.header.flags.contains(LinkFlags::Up) {
+    let up = bridge.header.flags.contains(LinkFlags::Up);
+    if up && checked == Some(index) {
+        return Ok(index);
+    }
+    if !up {
         handle
             .link()
             .set(LinkUnspec::new_with_index(index).up().build())

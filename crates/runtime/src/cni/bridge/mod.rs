@@ -203,6 +203,9 @@ struct Inner {
     /// The masquerade rules this process put in place, with their network's addresses;
     /// held while rules are added or removed.
     masquerading: tokio::sync::Mutex<HashMap<Masquerade, Store>>,
+    /// Bridge name -> (index, gateway) last found in place; held while a bridge is checked
+    /// (one netlink dump at a time on the shared socket).
+    bridges: tokio::sync::Mutex<HashMap<String, (u32, Ipv4Net)>>,
     /// Whether `net.ipv4.ip_forward` was seen set.
     forwarding: std::sync::atomic::AtomicBool,
 }
@@ -234,7 +237,16 @@ impl State {
         let gateway = Ipv4Net::new(network.range.gateway, network.range.subnet.prefix_len())?;
         let handle = self.handle().await?;
         self.ensure_forwarding()?;
-        let bridge = link::ensure_bridge(handle, &network.bridge, gateway).await?;
+        let bridge = {
+            let mut bridges = self.inner.bridges.lock().await;
+            let checked = bridges
+                .get(&network.bridge)
+                .filter(|(_, known)| *known == gateway)
+                .map(|(index, _)| *index);
+            let index = link::ensure_bridge(handle, &network.bridge, gateway, checked).await?;
+            bridges.insert(network.bridge.clone(), (index, gateway));
+            index
+        };
         let host = host_veth(sandbox_id);
         link::add_veth(handle, &host, bridge, netns, network.hairpin).await?;
         let side = link::PodSide {

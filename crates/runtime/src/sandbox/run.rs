@@ -87,6 +87,7 @@ impl Runtime {
     }
 
     async fn setup_sandbox(&self, sandbox: &mut Sandbox) -> Result<()> {
+        let started = std::time::Instant::now();
         let paths = self.sandbox_paths(&sandbox.id);
         let hostname = match sandbox.pinned.contains(&ns::Kind::Uts) {
             true => sandbox.config.hostname.clone(),
@@ -100,6 +101,7 @@ impl Runtime {
         tokio::task::spawn_blocking(move || ns::pin(&ns_dir, &kinds, &pin_hostname))
             .await
             .map_err(|err| anyhow::anyhow!("namespace task: {err}"))??;
+        let pinned = started.elapsed();
         files::write_initial(&paths.files, &hostname, sandbox.config.dns_config.as_ref())?;
         let (_, pid, ipc) = sandbox.namespace_modes();
         if ipc != NamespaceMode::Node {
@@ -109,6 +111,7 @@ impl Runtime {
             sandbox.pid_holder = Some(self.start_pid_holder(sandbox).await?);
             self.sandbox_store.save(&sandbox.id, &*sandbox)?;
         }
+        let network_started = std::time::Instant::now();
         if sandbox.pinned.contains(&ns::Kind::Net) {
             let netns = ns::pin_path(&paths.ns, ns::Kind::Net);
             let netns = netns.to_string_lossy();
@@ -116,6 +119,13 @@ impl Runtime {
             sandbox.network = Some(attached);
             self.sandbox_store.save(&sandbox.id, &*sandbox)?;
         }
+        tracing::debug!(
+            id = %sandbox.id,
+            namespaces_ms = pinned.as_secs_f64() * 1e3,
+            network_ms = network_started.elapsed().as_secs_f64() * 1e3,
+            total_ms = started.elapsed().as_secs_f64() * 1e3,
+            "sandbox set up"
+        );
         match sandbox.pinned.contains(&ns::Kind::Net) {
             true => files::write_hosts(&paths.files, &hostname, sandbox.ip())?,
             false => files::copy_host_hosts(&paths.files)?,

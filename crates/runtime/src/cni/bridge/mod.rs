@@ -228,11 +228,13 @@ impl State {
         sandbox_id: &str,
         netns: &Path,
     ) -> anyhow::Result<Value> {
+        let started = std::time::Instant::now();
         let store = network.store()?;
         let (range, id) = (network.range, sandbox_id.to_string());
         let ip = tokio::task::spawn_blocking(move || store.reserve(&range, &id, POD_IFNAME))
             .await
             .context("IPAM task")??;
+        let reserved = started.elapsed();
         let address = Ipv4Net::new(ip, network.range.subnet.prefix_len())?;
         let gateway = Ipv4Net::new(network.range.gateway, network.range.subnet.prefix_len())?;
         let handle = self.handle().await?;
@@ -247,14 +249,17 @@ impl State {
             bridges.insert(network.bridge.clone(), (index, gateway));
             index
         };
+        let bridged = started.elapsed();
         let host = host_veth(sandbox_id);
         link::add_veth(handle, &host, bridge, netns, network.hairpin).await?;
+        let veth = started.elapsed();
         let side = link::PodSide {
             address,
             gateway: network.range.gateway,
             routes: network.routes.clone(),
         };
         let mac = link::configure_pod(netns.to_path_buf(), side).await?;
+        let configured = started.elapsed();
         if network.masquerade {
             let rules = network.masquerade_rules();
             let mut present = self.inner.masquerading.lock().await;
@@ -263,6 +268,16 @@ impl State {
                 present.insert(rules, network.store()?);
             }
         }
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        tracing::debug!(
+            sandbox = sandbox_id,
+            reserved_ms = ms(reserved),
+            bridge_ms = ms(bridged),
+            veth_ms = ms(veth),
+            pod_side_ms = ms(configured),
+            total_ms = ms(started.elapsed()),
+            "attached to the bridge network (times since the start)"
+        );
         let routes: Vec<Value> = network
             .routes
             .iter()

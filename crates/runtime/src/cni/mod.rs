@@ -171,7 +171,7 @@ impl Cni {
         };
         let prev = attached.map(|a| &a.result).filter(|r| !r.is_null());
         let args = cni_args(att);
-        let in_process = attached.map_or(true, |a| a.in_process);
+        let in_process = attached.is_none_or(|a| a.in_process);
         if let Some(bridge) = bridge::BridgeNetwork::from_list(&network).filter(|_| in_process) {
             let mut first_error = None;
             if let Some(portmap) = bridge.portmap_of(&network, att.port_mappings) {

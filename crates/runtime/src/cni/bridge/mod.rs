@@ -1,5 +1,5 @@
-//! The bridge network run in-process: what the CNI plugins `bridge` (with `isGateway`)
-//! + `host-local` (+ `portmap`) do for a pod, done through rtnetlink instead of three plugin
+//! The bridge network run in-process: what the CNI plugins `bridge` (with `isGateway`),
+//! `host-local` and `portmap` do for a pod, done through rtnetlink instead of three plugin
 //! executions and about nine iptables calls per pod.
 //!
 //! Only a network list of exactly that shape is run here ([`BridgeNetwork::from_list`]):
@@ -199,25 +199,17 @@ pub(crate) struct State {
 
 #[derive(Debug, Default)]
 struct Inner {
-    handle: tokio::sync::OnceCell<rtnetlink::Handle>,
     /// The masquerade rules this process put in place, with their network's addresses;
     /// held while rules are added or removed.
     masquerading: tokio::sync::Mutex<HashMap<Masquerade, Store>>,
-    /// Bridge name -> (index, gateway) last found in place; held while a bridge is checked
-    /// (one netlink dump at a time on the shared socket).
-    bridges: tokio::sync::Mutex<HashMap<String, (u32, Ipv4Net)>>,
+    /// Bridge name -> (index, gateway) last found in place, so that the address check (a
+    /// netlink dump) runs once per bridge rather than once per pod.
+    bridges: std::sync::Mutex<HashMap<String, (u32, Ipv4Net)>>,
     /// Whether `net.ipv4.ip_forward` was seen set.
     forwarding: std::sync::atomic::AtomicBool,
 }
 
 impl State {
-    async fn handle(&self) -> anyhow::Result<&rtnetlink::Handle> {
-        self.inner
-            .handle
-            .get_or_try_init(|| async { link::connect() })
-            .await
-    }
-
     /// ADD: reserves an address, makes sure the bridge is up with the gateway, creates the
     /// veth pair, configures `eth0` and the routes in the pod, and masquerades the subnet.
     /// Returns the CNI 1.0 result the plugins would have given. On failure the caller
@@ -237,44 +229,43 @@ impl State {
         let reserved = started.elapsed();
         let address = Ipv4Net::new(ip, network.range.subnet.prefix_len())?;
         let gateway = Ipv4Net::new(network.range.gateway, network.range.subnet.prefix_len())?;
-        let handle = self.handle().await?;
         self.ensure_forwarding()?;
-        let bridge = {
-            let mut bridges = self.inner.bridges.lock().await;
-            let checked = bridges
-                .get(&network.bridge)
-                .filter(|(_, known)| *known == gateway)
-                .map(|(index, _)| *index);
-            let index = link::ensure_bridge(handle, &network.bridge, gateway, checked).await?;
-            bridges.insert(network.bridge.clone(), (index, gateway));
-            index
-        };
-        let bridged = started.elapsed();
+        let checked = self
+            .bridges()
+            .get(&network.bridge)
+            .filter(|(_, known)| *known == gateway)
+            .map(|(index, _)| *index);
         let host = host_veth(sandbox_id);
-        link::add_veth(handle, &host, bridge, netns, network.hairpin).await?;
-        let veth = started.elapsed();
-        let side = link::PodSide {
+        let host_side = link::HostSide {
+            bridge: network.bridge.clone(),
+            gateway,
+            checked,
+            veth: host.clone(),
+            hairpin: network.hairpin,
+        };
+        let pod_side = link::PodSide {
             address,
             gateway: network.range.gateway,
             routes: network.routes.clone(),
         };
-        let mac = link::configure_pod(netns.to_path_buf(), side).await?;
+        let attached = link::attach(netns.to_path_buf(), host_side, pod_side).await?;
+        self.bridges()
+            .insert(network.bridge.clone(), (attached.bridge_index, gateway));
+        let mac = attached.mac;
         let configured = started.elapsed();
         if network.masquerade {
             let rules = network.masquerade_rules();
             let mut present = self.inner.masquerading.lock().await;
-            if !present.contains_key(&rules) {
-                rules.ensure().await?;
-                present.insert(rules, network.store()?);
+            if let std::collections::hash_map::Entry::Vacant(entry) = present.entry(rules) {
+                entry.key().ensure().await?;
+                entry.insert(network.store()?);
             }
         }
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         tracing::debug!(
             sandbox = sandbox_id,
             reserved_ms = ms(reserved),
-            bridge_ms = ms(bridged),
-            veth_ms = ms(veth),
-            pod_side_ms = ms(configured),
+            attached_ms = ms(configured),
             total_ms = ms(started.elapsed()),
             "attached to the bridge network (times since the start)"
         );
@@ -303,10 +294,7 @@ impl State {
         network: &BridgeNetwork,
         sandbox_id: &str,
     ) -> anyhow::Result<()> {
-        let deleted = match self.handle().await {
-            Ok(handle) => link::delete_link(handle, &host_veth(sandbox_id)).await,
-            Err(err) => Err(err),
-        };
+        let deleted = link::detach(host_veth(sandbox_id)).await;
         let store = network.store()?;
         let id = sandbox_id.to_string();
         let released = tokio::task::spawn_blocking(move || store.release(&id, POD_IFNAME))
@@ -338,6 +326,13 @@ impl State {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    fn bridges(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, Ipv4Net)>> {
+        self.inner
+            .bridges
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The bridge plugin's `isGateway` turns on IPv4 forwarding in the runtime's namespace.

@@ -75,10 +75,50 @@ impl TestNetwork {
 }
 
 impl Drop for TestNetwork {
+    /// Deletes the bridge and the network's masquerade rule and chain: the runtime keeps
+    /// them while it runs and removes them only when its CRI server shuts down, which these
+    /// tests, driving `Runtime` directly, never do.
     fn drop(&mut self) {
         let _ = std::process::Command::new("ip")
             .args(["link", "del", &self.bridge])
             .status();
+        let iptables = |args: &[&str]| {
+            std::process::Command::new("iptables")
+                .args(["-w", "-t", "nat"])
+                .args(args)
+                .output()
+        };
+        let Ok(rules) = iptables(&["-S", "POSTROUTING"]) else {
+            return;
+        };
+        let source = format!("-s {} ", self.subnet);
+        for rule in String::from_utf8_lossy(&rules.stdout).lines() {
+            let Some(chain) = rule
+                .split_whitespace()
+                .last()
+                .filter(|chain| chain.starts_with("SKIFF-MASQ-"))
+            else {
+                continue;
+            };
+            if !rule.contains(&source) {
+                continue;
+            }
+            let comment = "skiff: masquerade for CNI network \"skiff-runtime-test\"";
+            let _ = iptables(&[
+                "-D",
+                "POSTROUTING",
+                "-s",
+                &self.subnet,
+                "-m",
+                "comment",
+                "--comment",
+                comment,
+                "-j",
+                chain,
+            ]);
+            let _ = iptables(&["-F", chain]);
+            let _ = iptables(&["-X", chain]);
+        }
     }
 }
 

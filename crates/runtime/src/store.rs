@@ -59,16 +59,7 @@ impl Store {
 /// Writes `data` to `path` through a temporary file in the same directory, fsynced and
 /// renamed over the target, so readers see either the old or the new content.
 pub fn write_atomic(path: &Path, data: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let dir = path.parent().context("path has no parent directory")?;
-    let name = path.file_name().context("path has no file name")?;
-    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
-    let mut file =
-        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    file.write_all(data)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))?;
-    Ok(())
+    write_renamed(path, data, true)
 }
 
 /// Writes `data` to `path` through a temporary file renamed over the target, like
@@ -76,10 +67,24 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> anyhow::Result<()> {
 /// shim records, namespace pins), which a crash of the runtime leaves in the page cache and
 /// a reboot makes meaningless, so flushing them to disk would only slow every start.
 pub fn write_volatile(path: &Path, data: &[u8]) -> anyhow::Result<()> {
+    write_renamed(path, data, false)
+}
+
+/// Writes `data` to `.<name>.tmp` beside `path` (fsynced when `sync`), then renames it over
+/// `path`.
+fn write_renamed(path: &Path, data: &[u8], sync: bool) -> anyhow::Result<()> {
+    use std::io::Write as _;
     let dir = path.parent().context("path has no parent directory")?;
     let name = path.file_name().context("path has no file name")?;
     let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
-    std::fs::write(&tmp, data).with_context(|| format!("writing {}", tmp.display()))?;
+    let mut file =
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    file.write_all(data)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    if sync {
+        file.sync_all()
+            .with_context(|| format!("syncing {}", tmp.display()))?;
+    }
     std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))?;
     Ok(())
 }

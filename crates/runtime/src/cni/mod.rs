@@ -108,12 +108,7 @@ impl Cni {
                 .add(&bridge, att.sandbox_id, std::path::Path::new(att.netns))
                 .await?;
             if let Some(portmap) = bridge.portmap_of(&network, att.port_mappings) {
-                let eth0 = plugin::Invocation {
-                    container_id: att.sandbox_id,
-                    netns: att.netns,
-                    ifname: POD_IFNAME,
-                    args: &args,
-                };
+                let eth0 = invocation(att, POD_IFNAME, &args);
                 let conf = plugin_conf(&network, portmap, Some(&result), att.port_mappings);
                 result = plugin::run(&self.bin_dirs, plugin::Command::Add, &eth0, &conf).await?;
             }
@@ -125,12 +120,7 @@ impl Cni {
                 in_process: true,
             });
         }
-        let lo = plugin::Invocation {
-            container_id: att.sandbox_id,
-            netns: att.netns,
-            ifname: "lo",
-            args: &args,
-        };
+        let lo = invocation(att, "lo", &args);
         plugin::run(
             &self.bin_dirs,
             plugin::Command::Add,
@@ -138,10 +128,7 @@ impl Cni {
             &loopback_conf(&network),
         )
         .await?;
-        let eth0 = plugin::Invocation {
-            ifname: POD_IFNAME,
-            ..lo
-        };
+        let eth0 = invocation(att, POD_IFNAME, &args);
         let mut prev: Option<Value> = None;
         for conf in &network.plugins {
             let conf = plugin_conf(&network, conf, prev.as_ref(), att.port_mappings);
@@ -175,12 +162,7 @@ impl Cni {
         if let Some(bridge) = bridge::BridgeNetwork::from_list(&network).filter(|_| in_process) {
             let mut first_error = None;
             if let Some(portmap) = bridge.portmap_of(&network, att.port_mappings) {
-                let eth0 = plugin::Invocation {
-                    container_id: att.sandbox_id,
-                    netns: att.netns,
-                    ifname: POD_IFNAME,
-                    args: &args,
-                };
+                let eth0 = invocation(att, POD_IFNAME, &args);
                 let conf = plugin_conf(&network, portmap, prev, att.port_mappings);
                 if let Err(err) =
                     plugin::run(&self.bin_dirs, plugin::Command::Del, &eth0, &conf).await
@@ -195,12 +177,7 @@ impl Cni {
                 .map_or(Ok(()), Err)
                 .context("tearing down the pod network");
         }
-        let eth0 = plugin::Invocation {
-            container_id: att.sandbox_id,
-            netns: att.netns,
-            ifname: POD_IFNAME,
-            args: &args,
-        };
+        let eth0 = invocation(att, POD_IFNAME, &args);
         let mut first_error = None;
         for conf in network.plugins.iter().rev() {
             let conf = plugin_conf(&network, conf, prev, att.port_mappings);
@@ -209,10 +186,7 @@ impl Cni {
                 first_error.get_or_insert(err);
             }
         }
-        let lo = plugin::Invocation {
-            ifname: "lo",
-            ..eth0
-        };
+        let lo = invocation(att, "lo", &args);
         if let Err(err) = plugin::run(
             &self.bin_dirs,
             plugin::Command::Del,
@@ -226,6 +200,16 @@ impl Cni {
         first_error
             .map_or(Ok(()), Err)
             .context("tearing down the pod network")
+    }
+}
+
+/// The environment of one plugin run for `att` on interface `ifname`.
+fn invocation<'a>(att: &Attachment<'a>, ifname: &'a str, args: &'a str) -> plugin::Invocation<'a> {
+    plugin::Invocation {
+        container_id: att.sandbox_id,
+        netns: att.netns,
+        ifname,
+        args,
     }
 }
 

@@ -45,10 +45,9 @@ async fn link_by_name(handle: &Handle, name: &str) -> anyhow::Result<Option<Link
 }
 
 /// Makes sure bridge `name` exists, is up and holds `gateway` (address and prefix, the
-/// bridge plugin's `isGateway`). Returns its index. The address check is a netlink dump,
-/// which the kernel allows only one at a time per socket: callers serialize, and pass
-/// `checked`, the index this check last succeeded for, to skip it while the bridge is
-/// the same.
+/// bridge plugin's `isGateway`). Returns its index. The address check is a netlink dump;
+/// callers pass `checked`, the index this check last succeeded for, to skip it while the
+/// bridge is the same. Safe to race with itself (each caller has its own socket).
 async fn ensure_bridge(
     handle: &Handle,
     name: &str,

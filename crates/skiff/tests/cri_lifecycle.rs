@@ -511,7 +511,8 @@ async fn pods_reach_each_other(rt: &CriRuntime) -> anyhow::Result<()> {
 /// The harness's conflist (bridge + host-local + portmap, here with `hairpinMode`) runs
 /// in-process: the pod gets `eth0` with its address and default route, its bridge port
 /// hairpin mode, the subnet one masquerade chain (no per-pod plugin chain), which stays
-/// after the last pod and goes when the runtime stops without pods. A conflist with a key the runtime
+/// across a restart with the pod and after the last pod, and goes when the runtime (the
+/// restarted one) stops without pods. A conflist with a key the runtime
 /// does not run itself (`mtu`) goes through the plugins, which apply it.
 async fn bridge_network_in_process_and_through_plugins(rt: &CriRuntime) -> anyhow::Result<()> {
     let network = rt.network_name();
@@ -576,6 +577,13 @@ async fn bridge_network_in_process_and_through_plugins(rt: &CriRuntime) -> anyho
     ensure!(
         !rules.contains(sandbox.as_str()),
         "a per-pod plugin chain:\n{rules}"
+    );
+    // A restart with the pod running keeps the rules; the runtime after it removes them
+    // (it did not set them up itself).
+    rt.restart().await?;
+    ensure!(
+        nat_rules()?.contains(&masquerade),
+        "masquerade gone with a pod left"
     );
     remove_pod(&sandbox).await?;
     // Node set-up, kept while the runtime runs; removed when it stops with no pod left.

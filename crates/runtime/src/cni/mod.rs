@@ -80,9 +80,14 @@ impl Cni {
     }
 
     /// On shutdown: removes the masquerade rules of in-process networks that no pod uses
-    /// any more (see [`bridge`]).
+    /// any more (see [`bridge`]): those this process set up and the active list's, which a
+    /// runtime before a restart may have set up.
     pub async fn shutdown(&self) -> anyhow::Result<()> {
-        self.bridge.shutdown().await
+        let active = self
+            .network()
+            .ok()
+            .and_then(|list| bridge::BridgeNetwork::from_list(&list));
+        self.bridge.shutdown(active.as_ref()).await
     }
 
     /// The configuration directory (`*.conflist`).

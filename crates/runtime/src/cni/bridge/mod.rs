@@ -304,12 +304,23 @@ impl State {
         deleted.and(released.map(drop))
     }
 
-    /// At shutdown: removes the masquerade rules of every network this process set up
-    /// that has no address reserved any more. Every network is tried; the first error is
+    /// At shutdown: removes the masquerade rules of every network this process set up, and
+    /// of `active` (the active list, whose rules an earlier runtime may have set up), that
+    /// has no address reserved any more. Every network is tried; the first error is
     /// returned.
-    pub(crate) async fn shutdown(&self) -> anyhow::Result<()> {
+    pub(crate) async fn shutdown(&self, active: Option<&BridgeNetwork>) -> anyhow::Result<()> {
         let mut present = self.inner.masquerading.lock().await;
         let mut first_error = None;
+        if let Some(network) = active.filter(|network| network.masquerade) {
+            match network.store() {
+                Ok(store) => {
+                    present.entry(network.masquerade_rules()).or_insert(store);
+                }
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
         let networks: Vec<(Masquerade, Store)> = present.drain().collect();
         for (rules, store) in networks {
             let reserved = tokio::task::spawn_blocking(move || store.reserved())

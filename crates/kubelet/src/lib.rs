@@ -499,10 +499,19 @@ mod tests {
     use super::*;
     use cri::fake::FakeCri;
 
-    async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    /// Polls `check` for up to 10 s; fails at once with the kubelet's error if it ends.
+    async fn wait_for(
+        what: &str,
+        kubelet: &mut tokio::task::JoinHandle<anyhow::Result<()>>,
+        mut check: impl FnMut() -> bool,
+    ) {
         for _ in 0..100 {
             if check() {
                 return;
+            }
+            if kubelet.is_finished() {
+                let ended = kubelet.await;
+                panic!("the kubelet ended while waiting for {what}: {ended:?}");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -527,10 +536,13 @@ mod tests {
             read_only_port: 0,
             file_check_frequency: Duration::from_secs(1),
             cgroups_per_qos: false,
+            // No thresholds: the host's free disk must not decide whether this pod runs
+            // (a CI checkout once left less than the default 10% and the pod was evicted).
+            eviction_hard: BTreeMap::new(),
             ..KubeletConfig::default()
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let kubelet = tokio::spawn(run(config, cri.clone(), async move {
+        let mut kubelet = tokio::spawn(run(config, cri.clone(), async move {
             let _ = stop_rx.await;
         }));
         let running = |cri: &FakeCri| {
@@ -539,9 +551,9 @@ mod tests {
                 .filter_map(|id| cri.container(id))
                 .any(|c| c.state == k8s_cri::v1::ContainerState::ContainerRunning as i32)
         };
-        wait_for("container running", || running(&cri)).await;
+        wait_for("container running", &mut kubelet, || running(&cri)).await;
         std::fs::remove_file(&manifest).unwrap();
-        wait_for("pod removed", || {
+        wait_for("pod removed", &mut kubelet, || {
             cri.sandbox_count() == 0 && cri.container_ids().is_empty()
         })
         .await;

@@ -26,12 +26,17 @@ pub mod selector;
 pub mod validation;
 pub mod yaml;
 
+pub mod admissionregistration;
 pub mod apps;
 pub mod batch;
 pub mod certificates;
 pub mod coordination;
 pub mod discovery;
 pub mod events;
+pub mod flowcontrol;
+pub mod networking;
 pub mod node;
 pub mod policy;
+pub mod rbac;
 pub mod scheduling;
+pub mod storage;

@@ -2,8 +2,10 @@
 //! post-start hooks): the namespaces `default`, `kube-system`, `kube-public` and
 //! `kube-node-lease`; the `kubernetes` Service in `default` (cluster IP = the first
 //! service IP, port 443 → the secure port) with its Endpoints and EndpointSlice pointing
-//! at the advertise address; the system PriorityClasses. Idempotent: existing namespaces and the Service are kept;
-//! the endpoints are brought to the current address and port.
+//! at the advertise address; the system PriorityClasses; the bootstrap FlowSchemas and
+//! PriorityLevelConfigurations of API Priority and Fairness. Idempotent: existing
+//! namespaces and the Service are kept; the endpoints are brought to the current address
+//! and port.
 
 use std::net::IpAddr;
 
@@ -77,6 +79,24 @@ pub async fn run(
             class["apiVersion"] = "scheduling.k8s.io/v1".into();
             class["kind"] = "PriorityClass".into();
             ensure(objects, "scheduling.k8s.io", "priorityclasses", None, class).await?;
+        }
+    }
+    // API Priority and Fairness: the mandatory and suggested configuration, levels first.
+    const APF: &str = "flowcontrol.apiserver.k8s.io";
+    if serves(APF, "flowschemas") && serves(APF, "prioritylevelconfigurations") {
+        use skiff_api::flowcontrol::bootstrap as apf;
+        let levels = apf::priority_levels().into_iter().map(|o| {
+            let kind = ("PriorityLevelConfiguration", "prioritylevelconfigurations");
+            (kind, serde_json::to_value(o))
+        });
+        let schemas = apf::flow_schemas()
+            .into_iter()
+            .map(|o| (("FlowSchema", "flowschemas"), serde_json::to_value(o)));
+        for ((kind, resource), object) in levels.chain(schemas) {
+            let mut object = object.map_err(ApiError::internal)?;
+            object["apiVersion"] = "flowcontrol.apiserver.k8s.io/v1".into();
+            object["kind"] = kind.into();
+            ensure(objects, APF, resource, None, object).await?;
         }
     }
     let labels = json!({"component": "apiserver", "provider": "kubernetes"});

@@ -55,19 +55,6 @@ pub const GIT_VERSION: &str = "v1.37.0+skiff";
 /// The `application/json` media type of every discovery document but the aggregated ones.
 const JSON: &str = "application/json";
 
-/// The verbs of a kind's main resource: Skiff serves every kind with the full set, in
-/// upstream's (sorted) order.
-const RESOURCE_VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 /// The verbs of the generic `status` and `scale` subresources.
 const SUBRESOURCE_VERBS: [&str; 3] = ["get", "patch", "update"];
 
@@ -326,7 +313,7 @@ fn api_resources(kind: &dyn Kind) -> Vec<APIResource> {
         singular_name: info.singular(),
         namespaced: info.namespaced,
         kind: info.kind.to_owned(),
-        verbs: RESOURCE_VERBS.iter().map(|v| v.to_string()).collect(),
+        verbs: kind.verbs().iter().map(|v| v.to_string()).collect(),
         short_names: strings(info.short_names),
         categories: strings(info.categories),
         storage_version_hash: Some(storage_version_hash(info.group, info.version, info.kind)),

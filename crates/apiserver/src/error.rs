@@ -54,6 +54,9 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     pub details: Option<StatusDetails>,
+    /// `Status.metadata.continue`: where a client may resume a list whose continue token
+    /// expired (see [`ApiError::with_continue`]).
+    pub continue_token: Option<String>,
 }
 
 impl ApiError {
@@ -64,7 +67,15 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            continue_token: None,
         }
+    }
+
+    /// The error with `Status.metadata.continue` set, as upstream's 410 for an expired
+    /// continue token carries a token to resume from.
+    pub fn with_continue(mut self, token: String) -> Self {
+        self.continue_token = Some(token);
+        self
     }
 
     fn with_details(mut self, resource: &GroupResource, name: &str) -> Self {
@@ -139,6 +150,7 @@ impl ApiError {
                 causes: Some(causes),
                 ..Default::default()
             }),
+            continue_token: None,
         }
     }
 
@@ -232,7 +244,10 @@ impl ApiError {
             code: Some(i32::from(self.code)),
             details: self.details.clone(),
             message: Some(self.message.clone()),
-            metadata: Default::default(),
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta {
+                continue_: self.continue_token.clone(),
+                ..Default::default()
+            },
             reason: Some(self.reason.to_owned()),
             status: Some("Failure".to_owned()),
         }

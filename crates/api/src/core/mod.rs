@@ -9,6 +9,7 @@ pub mod namespace;
 pub mod node;
 pub mod persistent_volume;
 pub mod pod;
+pub mod replication_controller;
 pub mod resources;
 pub mod service;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec, NamespaceStatus};
 
 use crate::core::invalid_each;
-use crate::field::{ErrorList, Path};
+use crate::field::{ErrorList, FieldError, Path};
 use crate::names;
 
 /// The finalizer every namespace starts with; the namespace controller removes it once
@@ -52,6 +52,30 @@ pub fn validate_namespace(namespace: &Namespace) -> ErrorList {
             name,
             names::is_dns1123_label(name),
         );
+    }
+    errors
+}
+
+/// Upstream `ValidateNamespaceFinalizeUpdate`'s rule on `spec.finalizers`: each entry a
+/// qualified name, and one without a `/` prefix a standard finalizer (`kubernetes`).
+pub fn validate_namespace_finalizers(namespace: &Namespace) -> ErrorList {
+    let mut errors = Vec::new();
+    let path = Path::new("spec").child("finalizers");
+    let finalizers = namespace.spec.as_ref().and_then(|s| s.finalizers.as_ref());
+    for (i, finalizer) in finalizers.into_iter().flatten().enumerate() {
+        let at = path.index(i);
+        let invalid = crate::meta::validate_label_name(finalizer, &at);
+        if invalid.is_empty()
+            && !finalizer.contains('/')
+            && !crate::meta::STANDARD_FINALIZERS.contains(&finalizer.as_str())
+        {
+            errors.push(FieldError::invalid(
+                &at,
+                finalizer.as_str(),
+                "name is neither a standard finalizer name nor is it fully qualified",
+            ));
+        }
+        errors.extend(invalid);
     }
     errors
 }

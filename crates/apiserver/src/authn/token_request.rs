@@ -18,7 +18,7 @@ use skiff_api::field::{FieldError, Path};
 use super::token::{ObjectRef, TokenSpec};
 use crate::error::{ApiError, GroupResource};
 use crate::registry::{Context, Subresource};
-use crate::rest::negotiation::{PROTOBUF, content_type, decode_object};
+use crate::rest::negotiation::{PROTOBUF, content_type, decode_object, read_body};
 
 /// The default validity of a requested token (upstream: one hour).
 pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
@@ -26,8 +26,6 @@ pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 pub const MIN_EXPIRATION_SECONDS: i64 = 600;
 /// The longest (2^32 seconds).
 const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
-/// The largest request body read.
-const MAX_BODY_BYTES: usize = 1 << 20;
 
 /// The `token` subresource of serviceaccounts, for the ServiceAccount strategy's
 /// `subresources()`.
@@ -41,10 +39,27 @@ struct ServiceAccountToken;
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TokenRequestSpec {
-    #[serde(default)]
+    /// `null` reads as empty: kubectl 1.27–1.31 send `"audiences": null`, which upstream's
+    /// decoding takes as a nil slice.
+    #[serde(default, deserialize_with = "null_as_empty")]
     audiences: Vec<String>,
     expiration_seconds: Option<i64>,
     bound_object_ref: Option<BoundObjectReference>,
+}
+
+/// A list that may be `null`, read as empty.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Reads a TokenRequest body's `spec`; a missing or `null` spec is the empty one.
+/// Errors: 400 `error decoding TokenRequest: ...` on a type mismatch.
+fn parse_spec(object: &Value) -> Result<TokenRequestSpec, ApiError> {
+    match object.get("spec") {
+        None | Some(Value::Null) => Ok(TokenRequestSpec::default()),
+        Some(spec) => serde_json::from_value(spec.clone())
+            .map_err(|e| ApiError::bad_request(format!("error decoding TokenRequest: {e}"))),
+    }
 }
 
 /// `spec.boundObjectRef`.
@@ -188,20 +203,15 @@ impl Subresource for ServiceAccountToken {
                 ApiError::unavailable("the API server has no service-account signing key")
             })?;
         let media_type = content_type(request.headers());
-        let body = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
-            .await
-            .map_err(|e| ApiError::too_large(e.to_string()))?;
+        let body = read_body(request.into_body()).await?;
         let mut object: Value = if media_type == PROTOBUF {
             decode_object(&media_type, &body)?
         } else {
-            serde_yaml_ng::from_slice(&body)
+            // Bounded as every other body (nesting depth).
+            skiff_api::yaml::to_json(&body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding TokenRequest: {e}")))?
         };
-        let mut spec: TokenRequestSpec = match object.get("spec") {
-            None | Some(Value::Null) => TokenRequestSpec::default(),
-            Some(spec) => serde_json::from_value(spec.clone())
-                .map_err(|e| ApiError::bad_request(format!("error decoding TokenRequest: {e}")))?,
-        };
+        let mut spec = parse_spec(&object)?;
         validate(&spec, name)?;
         let service_account = ctx
             .objects
@@ -261,6 +271,31 @@ mod tests {
             expiration_seconds: seconds,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn null_audiences_read_as_none() {
+        // kubectl 1.27–1.31's `kubectl create token` body.
+        let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"audiences": null, "expirationSeconds": null, "boundObjectRef": null}});
+        let spec = parse_spec(&body).unwrap();
+        assert!(spec.audiences.is_empty());
+        assert_eq!(spec.expiration_seconds, None);
+        let spec = parse_spec(&json!({"spec": {"audiences": ["a", "b"]}})).unwrap();
+        assert_eq!(spec.audiences, ["a", "b"]);
+        let err = parse_spec(&json!({"spec": {"audiences": "a"}})).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(
+            err.message.starts_with("error decoding TokenRequest: "),
+            "{}",
+            err.message
+        );
+        assert!(
+            parse_spec(&json!({"spec": null}))
+                .unwrap()
+                .audiences
+                .is_empty()
+        );
     }
 
     #[test]

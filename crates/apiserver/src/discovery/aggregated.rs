@@ -160,7 +160,7 @@ fn resource(kind: &dyn Kind) -> APIResourceDiscovery {
             "Cluster"
         },
         singular_resource: info.singular(),
-        verbs: &super::RESOURCE_VERBS,
+        verbs: kind.verbs(),
         short_names: info.short_names,
         categories: info.categories,
         subresources: subresources(kind)

@@ -580,17 +580,32 @@ fn kind_endpoints(
         params
     };
 
+    // Only the operations of the verbs the kind serves; a path with none is left out.
+    let served = |operations: Vec<Operation>| -> Vec<Operation> {
+        operations
+            .into_iter()
+            .filter(|op| {
+                let verb = match op.action {
+                    "post" => "create",
+                    "put" => "update",
+                    action => action,
+                };
+                kind.verbs().contains(&verb)
+            })
+            .collect()
+    };
     let mut out = vec![
-        endpoint(collection, scoped(vec![]), builder.collection()),
-        endpoint(item.clone(), scoped(vec![name()]), builder.item()),
+        endpoint(collection, scoped(vec![]), served(builder.collection())),
+        endpoint(item.clone(), scoped(vec![name()]), served(builder.item())),
     ];
     if info.namespaced {
         out.push(endpoint(
             format!("{prefix}/{}", info.plural),
             vec![],
-            vec![builder.all_namespaces()],
+            served(vec![builder.all_namespaces()]),
         ));
     }
+    out.retain(|e| !e.operations.is_empty());
     for sub in subresources(builder.kind) {
         let body_gvk = Gvk {
             group: sub.group,

@@ -467,7 +467,22 @@ mod completeness {
                 tagged(&doc["components"]["schemas"][&name]),
                 "{key}: {name}"
             );
+            let patched = kind.verbs().contains(&"patch");
             for paths in [&v2["paths"], &doc["paths"]] {
+                let listed = paths.as_object().unwrap().values().any(|item| {
+                    item.as_object().unwrap().values().any(|op| {
+                        op["x-kubernetes-group-version-kind"] == gvk
+                            && op["x-kubernetes-action"] == "list"
+                    })
+                });
+                assert_eq!(
+                    listed,
+                    kind.verbs().contains(&"list"),
+                    "LIST of {gvk} as its verbs say"
+                );
+                if !patched {
+                    continue;
+                }
                 let validated = paths.as_object().unwrap().values().any(|item| {
                     let patch = &item["patch"];
                     patch["x-kubernetes-group-version-kind"] == gvk

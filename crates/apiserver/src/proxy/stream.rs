@@ -2,7 +2,11 @@
 //! `PortForwardREST` with the upgrade-aware proxy): the client's upgrade request goes to
 //! the kubelet's `/exec/<ns>/<pod>/<container>`, `/attach/...` or `/portForward/<ns>/<pod>`
 //! with its query (less `container`) and its headers (`Upgrade`, `Connection`,
-//! `Sec-WebSocket-*`, `X-Stream-Protocol-Version`, ...). A `101 Switching Protocols`
+//! `Sec-WebSocket-*`, `X-Stream-Protocol-Version`, ...). The query is translated as
+//! upstream's `streamParams` does: the API's `PodExecOptions` / `PodAttachOptions`
+//! (`stdin`, `stdout`, `stderr`, `tty`, `command`) become the kubelet's `input`, `output`,
+//! `error`, `tty` and `command`, and `PodPortForwardOptions.ports` becomes `port`. A
+//! `101 Switching Protocols`
 //! answer is passed back and both upgraded connections are spliced; any other answer is
 //! passed back as is.
 
@@ -45,18 +49,68 @@ impl PodStream {
     };
 }
 
-/// The request's query without `container` (the kubelet takes it in the path).
+/// A boolean query parameter of an options kind, as upstream's
+/// `Convert_Slice_string_To_bool`: only `0` and `false` (any case) are false; any other
+/// value, the empty one included, is true.
+fn option_is_set(value: &str) -> bool {
+    !(value == "0" || value.eq_ignore_ascii_case("false"))
+}
+
+/// The container the request names (`container`, taken by the kubelet in the path) and
+/// the kubelet's query for it (upstream `streamParams`): for exec and attach, `input`,
+/// `output`, `error` and `tty` set to `1` for the set `stdin`, `stdout`, `stderr` and
+/// `tty`, then each `command`; for port-forward, `port` with the `ports` joined by commas.
+/// Other parameters are not passed on, as upstream decodes the query into the options
+/// kind and encodes only these.
 fn kubelet_query(pairs: Vec<(String, String)>) -> Result<(Option<String>, String), ApiError> {
     let mut container = None;
-    let mut rest = Vec::new();
+    // The kubelet's name, whether set, whether seen (upstream takes a parameter's first
+    // value).
+    let mut streams = [
+        ("input", false, false),
+        ("output", false, false),
+        ("error", false, false),
+        ("tty", false, false),
+    ];
+    let mut commands = Vec::new();
+    let mut ports = Vec::new();
     for (key, value) in pairs {
-        if key == "container" {
-            container = Some(value);
-        } else {
-            rest.push((key, value));
+        let stream = match key.as_str() {
+            "container" => {
+                container = Some(value);
+                continue;
+            }
+            "command" => {
+                commands.push(value);
+                continue;
+            }
+            "ports" => {
+                ports.push(value);
+                continue;
+            }
+            "stdin" => 0,
+            "stdout" => 1,
+            "stderr" => 2,
+            "tty" => 3,
+            _ => continue,
+        };
+        let (_, set, seen) = &mut streams[stream];
+        if !*seen {
+            *seen = true;
+            *set = option_is_set(&value);
         }
     }
-    let query = serde_urlencoded::to_string(&rest).map_err(ApiError::internal)?;
+    let mut query: Vec<(&str, &str)> = streams
+        .iter()
+        .filter(|(_, set, _)| *set)
+        .map(|(name, _, _)| (*name, "1"))
+        .collect();
+    query.extend(commands.iter().map(|c| ("command", c.as_str())));
+    let joined = ports.join(",");
+    if !ports.is_empty() {
+        query.push(("port", &joined));
+    }
+    let query = serde_urlencoded::to_string(&query).map_err(ApiError::internal)?;
     Ok((container, query))
 }
 
@@ -144,14 +198,32 @@ impl Subresource for PodStream {
 mod tests {
     use super::*;
 
+    fn translate(query: &str) -> (Option<String>, String) {
+        kubelet_query(serde_urlencoded::from_str(query).unwrap()).unwrap()
+    }
+
     #[test]
-    fn moves_the_container_into_the_path() {
-        let pairs = serde_urlencoded::from_str(
-            "command=sh&command=-c&command=echo%20hi&container=app&stdout=true",
-        )
-        .unwrap();
-        let (container, query) = kubelet_query(pairs).unwrap();
+    fn exec_options_become_the_kubelets_parameters() {
+        let (container, query) = translate(
+            "command=sh&command=-c&command=echo%20hi&container=app&stdout=true&stdin=false&stderr=1&tty=0",
+        );
         assert_eq!(container.as_deref(), Some("app"));
-        assert_eq!(query, "command=sh&command=-c&command=echo+hi&stdout=true");
+        assert_eq!(
+            query,
+            "output=1&error=1&command=sh&command=-c&command=echo+hi"
+        );
+        // kubectl attach -it: the empty value counts as set, `FALSE` does not; unknown
+        // parameters are dropped.
+        let (container, query) =
+            translate("stdin=&stdout=TRUE&stderr=FALSE&tty=true&tty=false&x=1");
+        assert_eq!(container, None);
+        assert_eq!(query, "input=1&output=1&tty=1");
+    }
+
+    #[test]
+    fn port_forward_ports_are_joined() {
+        let (_, query) = translate("ports=8080&ports=9090");
+        assert_eq!(query, "port=8080%2C9090");
+        assert_eq!(translate("").1, "");
     }
 }

@@ -102,8 +102,16 @@ impl<S: Strategy> Kind for Adapter<S> {
         self.strategy.return_deleted_object()
     }
 
+    fn verbs(&self) -> &'static [&'static str] {
+        self.strategy.verbs()
+    }
+
     fn subresources(&self) -> &[Arc<dyn Subresource>] {
         &self.subresources
+    }
+
+    fn unstored(&self) -> Option<Arc<dyn super::Unstored>> {
+        self.strategy.unstored()
     }
 
     fn decode(&self, object: Value) -> Result<(Value, Vec<String>), ApiError> {

@@ -10,15 +10,22 @@ mod adapter;
 pub mod core;
 pub mod printers;
 
+mod admissionregistration;
 mod apps;
 mod batch;
 mod certificates;
 mod coordination;
 mod discovery;
 mod events;
+mod flowcontrol;
+mod networking;
 mod node;
 mod policy;
+mod rbac;
 mod scheduling;
+mod storage;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::sync::Arc;
 
@@ -102,6 +109,23 @@ pub struct ScaleSpec {
     /// `Scale.status.selector`.
     pub selector: &'static str,
 }
+
+/// Every verb a main resource can serve, in upstream's (sorted) discovery order.
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The verbs of a kind upstream serves without `deletecollection` (namespaces).
+pub const VERBS_WITHOUT_DELETECOLLECTION: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 
 /// One column of a Table response (`meta.k8s.io/v1 TableColumnDefinition`), as upstream's
 /// printers define them for `kubectl get`.
@@ -207,6 +231,48 @@ pub trait Subresource: Send + Sync {
     ) -> Result<axum::response::Response, ApiError>;
 }
 
+/// A kind's own REST code in place of the store, for the kinds upstream serves without a
+/// `registry.Store`: `componentstatuses` (get and list, computed on each read) and the
+/// legacy `bindings` (create only). The router sends the kind's main-resource requests
+/// here once [`Strategy::verbs`] allows them; a method left at its default is 405.
+#[async_trait]
+pub trait Unstored: Send + Sync {
+    /// A warning every response carries (upstream's deprecation warning). Default: none.
+    fn warning(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Every object a list returns (full objects with `apiVersion` and `kind`), before
+    /// selectors.
+    async fn list(
+        &self,
+        _ctx: &Context<'_>,
+        _namespace: Option<&str>,
+    ) -> Result<Vec<Value>, ApiError> {
+        Err(crate::rest::router::method_not_allowed())
+    }
+
+    /// One object. Errors: the kind's own answer for a missing one.
+    async fn get(
+        &self,
+        _ctx: &Context<'_>,
+        _namespace: Option<&str>,
+        _name: &str,
+    ) -> Result<Value, ApiError> {
+        Err(crate::rest::router::method_not_allowed())
+    }
+
+    /// A POST to the collection.
+    async fn create(
+        &self,
+        _ctx: &Context<'_>,
+        _namespace: Option<&str>,
+        _request: axum::extract::Request,
+    ) -> Result<axum::response::Response, ApiError> {
+        Err(crate::rest::router::method_not_allowed())
+    }
+}
+
 /// How one kind behaves (upstream's RESTCreateStrategy, RESTUpdateStrategy,
 /// RESTDeleteStrategy and TableConvertor). Every method has upstream's generic behaviour
 /// as default; a kind overrides what its upstream strategy does. Metadata rules common to
@@ -253,6 +319,14 @@ pub trait Strategy: Send + Sync + 'static {
         skiff_api::names::name_is_dns_subdomain
     }
 
+    /// The verbs the main resource serves, as discovery lists them, a subset of
+    /// [`ALL_VERBS`] in its order. A request for another verb gets 405 MethodNotAllowed, as
+    /// upstream answers for a storage without that REST interface (namespaces have no
+    /// `deletecollection`). Default: [`ALL_VERBS`].
+    fn verbs(&self) -> &'static [&'static str] {
+        ALL_VERBS
+    }
+
     /// Whether a PUT of a missing object creates it (upstream's AllowCreateOnUpdate: true
     /// for endpoints, events, leases, limitranges, ...). Default: 404.
     fn allow_create_on_update(&self) -> bool {
@@ -268,6 +342,11 @@ pub trait Strategy: Send + Sync + 'static {
     /// Subresources with their own handlers.
     fn subresources(&self) -> Vec<Arc<dyn Subresource>> {
         Vec::new()
+    }
+
+    /// The kind's own REST code when it is not stored ([`Unstored`]). Default: stored.
+    fn unstored(&self) -> Option<Arc<dyn Unstored>> {
+        None
     }
 
     /// Upstream's defaulting (`SetDefaults_*`), run on every create and update.
@@ -388,8 +467,12 @@ pub trait Kind: Send + Sync {
     fn scale(&self) -> Option<&ScaleSpec>;
     fn name_rule(&self) -> skiff_api::names::ValidateNameFn;
     fn allow_create_on_update(&self) -> bool;
+    /// See [`Strategy::verbs`].
+    fn verbs(&self) -> &'static [&'static str];
     fn return_deleted_object(&self) -> bool;
     fn subresources(&self) -> &[Arc<dyn Subresource>];
+    /// See [`Strategy::unstored`].
+    fn unstored(&self) -> Option<Arc<dyn Unstored>>;
 
     /// Reads `object` through the typed form. Returns it re-encoded (fields the type
     /// does not know dropped, as upstream stores it) and the JSON paths of the dropped
@@ -442,11 +525,16 @@ impl Registry {
         events::add(&mut registry);
         batch::add(&mut registry);
         certificates::add(&mut registry);
+        networking::add(&mut registry);
         policy::add(&mut registry);
+        rbac::add(&mut registry);
+        storage::add(&mut registry);
+        admissionregistration::add(&mut registry);
         scheduling::add(&mut registry);
         coordination::add(&mut registry);
         node::add(&mut registry);
         discovery::add(&mut registry);
+        flowcontrol::add(&mut registry);
         registry
     }
 

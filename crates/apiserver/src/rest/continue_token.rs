@@ -18,9 +18,14 @@ struct Token {
     start: String,
 }
 
+/// The revision of a token that continues at the latest revision, as upstream's tokens
+/// handed out with a 410 for an expired one (`rv: -1`).
+pub const LATEST: Revision = -1;
+
 /// Where the next page starts: the list revision and the last key returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Continue {
+    /// The revision to read the next page at, or [`LATEST`].
     pub revision: Revision,
     /// The full key of the last item returned; the next page starts after it.
     pub last_key: String,
@@ -53,7 +58,7 @@ impl Continue {
                 token.v
             )));
         }
-        if token.rv <= 0 {
+        if token.rv == 0 || token.rv < LATEST {
             return Err(invalid(
                 "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
             ));
@@ -85,5 +90,26 @@ mod tests {
         assert_eq!(Continue::decode("!!", prefix).unwrap_err().code, 400);
         let other = URL_SAFE_NO_PAD.encode(br#"{"v":"x","rv":1,"start":"a"}"#);
         assert_eq!(Continue::decode(&other, prefix).unwrap_err().code, 400);
+        // rv -1 (continue at the latest revision) is valid; 0 and below -1 are not.
+        let latest = Continue {
+            revision: LATEST,
+            last_key: format!("{prefix}b"),
+        };
+        assert_eq!(
+            Continue::decode(&latest.encode(prefix), prefix).unwrap(),
+            latest
+        );
+        for rv in [0, -2] {
+            let token = Continue {
+                revision: rv,
+                last_key: format!("{prefix}b"),
+            };
+            assert_eq!(
+                Continue::decode(&token.encode(prefix), prefix)
+                    .unwrap_err()
+                    .code,
+                400
+            );
+        }
     }
 }

@@ -18,8 +18,9 @@ use crate::error::ApiError;
 use crate::registry::ResourceInfo;
 use crate::storage::{Revision, StorageError};
 
-/// Upstream's message for a continue token whose revision was compacted.
-const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+/// Upstream's message for a continue token whose revision was compacted (the 410 carries a
+/// token that continues at the latest revision).
+const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// One page of a list.
 #[derive(Debug, Clone)]
@@ -55,7 +56,8 @@ fn start(params: &Params, prefix: &str) -> Result<(Option<Revision>, Option<Stri
             ));
         }
         let next = Continue::decode(token, prefix)?;
-        return Ok((Some(next.revision), Some(next.last_key)));
+        let revision = (next.revision != super::continue_token::LATEST).then_some(next.revision);
+        return Ok((revision, Some(next.last_key)));
     }
     match (
         params.resource_version.as_deref(),
@@ -88,7 +90,12 @@ pub async fn page(
 ) -> Result<Page, ApiError> {
     let prefix = store.prefix(namespace);
     let (mut revision, mut after) = start(params, &prefix)?;
-    let continuing = params.continue_token.is_some();
+    // Where a client resumes when the continue token's revision is gone.
+    let resume = params
+        .continue_token
+        .is_some()
+        .then(|| after.clone())
+        .flatten();
     let limit = params.limit;
     let mut items = Vec::new();
     loop {
@@ -97,9 +104,15 @@ pub async fn page(
             .storage
             .list(&prefix, after.as_deref(), limit, revision)
             .await
-            .map_err(|e| match e {
-                StorageError::Compacted { .. } if continuing => ApiError::gone(CONTINUE_EXPIRED),
-                other => storage_error(other, &store.resource(), ""),
+            .map_err(|e| match (e, &resume) {
+                (StorageError::Compacted { .. }, Some(key)) => {
+                    let token = Continue {
+                        revision: super::continue_token::LATEST,
+                        last_key: key.clone(),
+                    };
+                    ApiError::gone(INCONSISTENT_CONTINUE).with_continue(token.encode(&prefix))
+                }
+                (other, _) => storage_error(other, &store.resource(), ""),
             })?;
         revision = Some(page.revision);
         let count = page.items.len();

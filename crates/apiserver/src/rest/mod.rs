@@ -32,6 +32,7 @@ pub mod router;
 pub mod scale;
 pub mod store;
 pub mod table;
+pub mod unstored;
 pub mod update;
 pub mod watch;
 

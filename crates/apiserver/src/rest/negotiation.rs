@@ -15,16 +15,56 @@ use crate::error::ApiError;
 /// Upstream's request body limit (`maxRequestBodyBytes`, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// How much of a body over the limit is still read, and dropped, before the 413 goes out.
+/// A server that answers while the client is still sending and stops reading makes HTTP/1.1
+/// clients see the connection close, and HTTP/2 clients a stream reset, instead of the
+/// answer; reading the rest (as Go's server does for small remainders, and by lingering
+/// on close) lets them read it. Beyond this, or [`DRAIN_TIMEOUT`], the connection is
+/// given up.
+const MAX_DRAIN_BYTES: usize = 8 * MAX_BODY_BYTES;
+
+/// How long the rest of a body over the limit is read at most.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Reads a request body of at most [`MAX_BODY_BYTES`]. Errors: 413
-/// `Request entity too large: limit is 3145728`.
+/// `Request entity too large: limit is 3145728` (after reading and dropping the rest of
+/// the body, up to [`MAX_DRAIN_BYTES`], so that the client reads the answer), 400 when the
+/// body cannot be read.
 pub async fn read_body(body: Body) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            ApiError::too_large(format!(
-                "Request entity too large: limit is {MAX_BODY_BYTES}"
-            ))
-        })
+    read_limited(body, MAX_BODY_BYTES).await
+}
+
+/// [`read_body`] with the limit `limit`.
+async fn read_limited(mut body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    let mut read = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| ApiError::bad_request(format!("error reading the body: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if read.len() + data.len() > limit {
+            let mut drained = read.len() + data.len();
+            drop(read);
+            let drain = async {
+                while drained <= MAX_DRAIN_BYTES {
+                    match body.frame().await {
+                        Some(Ok(frame)) => {
+                            drained += frame.data_ref().map_or(0, |d| d.len());
+                        }
+                        Some(Err(_)) | None => break,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
+            return Err(ApiError::too_large(format!(
+                "Request entity too large: limit is {limit}"
+            )));
+        }
+        read.extend_from_slice(&data);
+    }
+    Ok(read.freeze())
 }
 
 /// The media type (`application/json`) of a `Content-Type` header, lower-cased, without
@@ -242,6 +282,36 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
         Output::negotiate(&headers)
+    }
+
+    /// A body of `chunks` chunks of 1 KiB; the counter tells how many were read.
+    fn chunked(chunks: usize) -> (Body, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use futures::StreamExt as _;
+        use std::sync::atomic::Ordering;
+        let pulled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = pulled.clone();
+        let stream = futures::stream::iter(0..chunks).map(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 1024]))
+        });
+        (Body::from_stream(stream), pulled)
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_read_to_its_end_before_the_413() {
+        let (body, pulled) = chunked(10);
+        assert_eq!(
+            read_limited(body, 10 * 1024).await.unwrap().len(),
+            10 * 1024
+        );
+        assert_eq!(pulled.load(std::sync::atomic::Ordering::SeqCst), 10);
+        // Over the limit: 413, and every chunk was still read, so that the client
+        // finishes sending and reads the answer.
+        let (body, pulled) = chunked(40);
+        let err = read_limited(body, 10 * 1024).await.unwrap_err();
+        assert_eq!(err.code, 413);
+        assert_eq!(err.message, "Request entity too large: limit is 10240");
+        assert_eq!(pulled.load(std::sync::atomic::Ordering::SeqCst), 40);
     }
 
     #[test]

@@ -127,8 +127,15 @@ impl Objects for ServerObjects<'_> {
     }
 
     fn namespaced_resources(&self) -> Vec<GroupResource> {
-        let kinds = self.state.registry.kinds().iter().map(|k| k.info());
-        kinds
+        // Unstored kinds (bindings) have no content to delete.
+        let stored = self
+            .state
+            .registry
+            .kinds()
+            .iter()
+            .filter(|k| k.unstored().is_none());
+        stored
+            .map(|k| k.info())
             .filter(|info| info.namespaced)
             .map(|info| info.group_resource())
             .collect()

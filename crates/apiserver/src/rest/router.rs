@@ -158,8 +158,34 @@ async fn route(
     dispatch(call, request).await
 }
 
+/// The verb of a request on a main resource (upstream's RequestInfo verbs), `None` for
+/// subresources and methods no verb has.
+fn main_resource_verb(call: &Call, method: &Method) -> Option<&'static str> {
+    if call.subresource.is_some() {
+        return None;
+    }
+    let collection = call.name.is_none();
+    Some(match *method {
+        Method::GET if call.params.watch => "watch",
+        Method::GET if collection => "list",
+        Method::GET => "get",
+        Method::POST if collection => "create",
+        Method::PUT if !collection => "update",
+        Method::PATCH if !collection => "patch",
+        Method::DELETE if collection => "deletecollection",
+        Method::DELETE => "delete",
+        _ => return None,
+    })
+}
+
 async fn dispatch(call: Call, request: Request) -> Result<Response, ApiError> {
     let method = request.method().clone();
+    if main_resource_verb(&call, &method).is_some_and(|verb| !call.kind.verbs().contains(&verb)) {
+        return Err(method_not_allowed());
+    }
+    if let Some(own) = call.kind.unstored() {
+        return super::unstored::serve(&call, own.as_ref(), request).await;
+    }
     let all_namespaces = call.kind.info().namespaced && call.namespace.is_none();
     match (call.name.is_some(), call.subresource.as_deref()) {
         (false, _) => match method {

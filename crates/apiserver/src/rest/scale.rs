@@ -45,9 +45,21 @@ pub fn to_scale(spec: &ScaleSpec, object: &Value) -> Value {
 }
 
 /// A `metav1.LabelSelector` in the query syntax (upstream `FormatLabelSelector`):
-/// requirements sorted by key, `a=b`, `k in (x,y)`, `k notin (x)`, `k`, `!k`.
+/// requirements sorted by key, `a=b`, `k in (x,y)`, `k notin (x)`, `k`, `!k`. A plain
+/// label map (a ReplicationController's selector) reads as `a=b,c=d`.
 pub fn format_selector(selector: &Value) -> String {
     let mut requirements: Vec<(String, String)> = Vec::new();
+    let label_selector = selector.get("matchLabels").is_some_and(Value::is_object)
+        || selector
+            .get("matchExpressions")
+            .is_some_and(Value::is_array);
+    if !label_selector && let Some(map) = selector.as_object() {
+        let pairs: Vec<String> = map
+            .iter()
+            .filter_map(|(key, value)| Some(format!("{key}={}", value.as_str()?)))
+            .collect();
+        return pairs.join(",");
+    }
     if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
         for (key, value) in labels {
             let value = value.as_str().unwrap_or_default();
@@ -198,6 +210,7 @@ mod tests {
             ],
         });
         assert_eq!(format_selector(&selector), "a=1,b=2,c in (x,y),!d");
+        assert_eq!(format_selector(&json!({"b": "2", "a": "1"})), "a=1,b=2");
     }
 
     #[test]

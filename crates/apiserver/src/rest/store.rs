@@ -432,6 +432,8 @@ impl<'a> Store<'a> {
         Err(ApiError::modified(&self.resource(), name))
     }
 
+    /// A DELETE's preconditions, with upstream's messages (`rest.BeforeDelete`, which names
+    /// the resource by its kind: `Deployment.apps`). Errors: 409 Conflict.
     fn check_preconditions(
         &self,
         old: &Value,
@@ -439,22 +441,29 @@ impl<'a> Store<'a> {
         options: &DeleteOptions,
     ) -> Result<(), ApiError> {
         let checks = [
-            ("UID", "uid", &options.uid),
+            (
+                "UID",
+                "uid",
+                &options.uid,
+                "The object might have been deleted and then recreated",
+            ),
             (
                 "ResourceVersion",
                 "resourceVersion",
                 &options.resource_version,
+                "The object might have been modified",
             ),
         ];
-        for (label, field, wanted) in checks {
+        for (label, field, wanted, hint) in checks {
             let Some(wanted) = wanted else { continue };
             let found = meta_string(old, field);
             if *wanted != found {
+                let info = self.kind.info();
                 return Err(ApiError::conflict(
-                    &self.resource(),
+                    &GroupResource::new(info.group, info.kind),
                     name,
                     &format!(
-                        "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {found}"
+                        "the {label} in the precondition ({wanted}) does not match the {label} in record ({found}). {hint}"
                     ),
                 ));
             }

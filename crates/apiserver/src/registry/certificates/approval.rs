@@ -16,9 +16,6 @@ use crate::error::{ApiError, GroupResource};
 use crate::registry::{Context, Subresource, printers};
 use crate::rest::negotiation::{PROTOBUF, decode_object};
 
-/// The largest body accepted, as upstream's 3 MiB request limit.
-const MAX_BODY: usize = 3 * 1024 * 1024;
-
 /// The approval subresource.
 pub struct Approval;
 
@@ -105,9 +102,7 @@ async fn read_change(request: Request) -> Result<Change, ApiError> {
         .unwrap_or("")
         .trim()
         .to_owned();
-    let body = axum::body::to_bytes(request.into_body(), MAX_BODY)
-        .await
-        .map_err(|_| ApiError::too_large("the request body is too large"))?;
+    let body = crate::rest::negotiation::read_body(request.into_body()).await?;
     let value = parse_body(&body, &content_type)?;
     match (method, content_type.as_str()) {
         (Method::PUT, _) => Ok(Change::Replace(value)),

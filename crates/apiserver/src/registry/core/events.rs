@@ -41,33 +41,10 @@ impl Strategy for Events {
         errors
     }
 
-    /// Upstream `EventToSelectableFields`.
+    /// Upstream `EventToSelectableFields`: `source` falls back to the reporting
+    /// controller.
     fn selectable_fields(&self, event: &Event) -> Vec<(&'static str, String)> {
-        let o = &event.involved_object;
-        let text = |v: &Option<String>| v.clone().unwrap_or_default();
-        vec![
-            ("involvedObject.kind", text(&o.kind)),
-            ("involvedObject.namespace", text(&o.namespace)),
-            ("involvedObject.name", text(&o.name)),
-            ("involvedObject.uid", text(&o.uid)),
-            ("involvedObject.apiVersion", text(&o.api_version)),
-            ("involvedObject.resourceVersion", text(&o.resource_version)),
-            ("involvedObject.fieldPath", text(&o.field_path)),
-            ("reason", text(&event.reason)),
-            (
-                "reportingComponent",
-                event.reporting_component.clone().unwrap_or_default(),
-            ),
-            (
-                "source",
-                event
-                    .source
-                    .as_ref()
-                    .and_then(|s| s.component.clone())
-                    .unwrap_or_default(),
-            ),
-            ("type", text(&event.type_)),
-        ]
+        skiff_api::events::selectable_fields(event)
     }
 
     /// LAST SEEN TYPE REASON OBJECT MESSAGE, and with `-o wide` SUBOBJECT SOURCE FIRST SEEN

@@ -2,6 +2,7 @@
 //! hooks, a Deployment with status and scale, a Pod with graceful deletion, a Lease
 //! created on update, Namespaces), driven with `tower::ServiceExt::oneshot`.
 
+mod core_kinds;
 mod memory;
 mod namespace_deletion;
 mod verbs;
@@ -32,6 +33,9 @@ impl Strategy for ConfigMaps {
 struct Namespaces;
 impl Strategy for Namespaces {
     type Object = Namespace;
+    fn verbs(&self) -> &'static [&'static str] {
+        crate::registry::VERBS_WITHOUT_DELETECOLLECTION
+    }
 }
 
 struct Leases;

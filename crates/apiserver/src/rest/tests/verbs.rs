@@ -287,9 +287,22 @@ async fn propagation_policy_and_preconditions() {
     assert_eq!(
         refused.body["message"],
         format!(
-            r#"Operation cannot be fulfilled on deployments.apps "web": Precondition failed: UID in precondition: nope, UID in object meta: {uid}"#
+            r#"Operation cannot be fulfilled on Deployment.apps "web": the UID in the precondition (nope) does not match the UID in record ({uid}). The object might have been deleted and then recreated"#
         )
     );
+    let stale_rv = r#"{"preconditions":{"resourceVersion":"1"}}"#;
+    let refused = send(&app, "DELETE", &url, stale_rv).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    let rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        refused.body["message"],
+        format!(
+            r#"Operation cannot be fulfilled on Deployment.apps "web": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({rv}). The object might have been modified"#
+        )
+    );
+    assert_eq!(refused.body["details"]["kind"], "Deployment");
     let foreground = send(
         &app,
         "DELETE",
@@ -405,6 +418,20 @@ async fn lists_page_with_continue_tokens() {
     let expired = send(&app, "GET", &format!("{CMS}?limit=2&continue={token}"), "").await;
     assert_eq!(expired.status, StatusCode::GONE);
     assert_eq!(expired.body["reason"], "Expired");
+    // The 410 carries a token that resumes after the same key, at the latest revision.
+    let resume = expired.body["metadata"]["continue"]
+        .as_str()
+        .expect("a fresh continue token in the 410")
+        .to_owned();
+    let rest = send(&app, "GET", &format!("{CMS}?continue={resume}"), "").await;
+    assert_eq!(rest.status, StatusCode::OK, "{}", rest.body);
+    let names: Vec<&str> = rest.body["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["c", "d", "e", "f"], "the remainder, now with f");
     let bad = send(&app, "GET", &format!("{CMS}?continue=garbage"), "").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
@@ -420,7 +447,11 @@ async fn unsupported_field_selectors_are_rejected() {
     )
     .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
-    assert_eq!(bad.body["message"], "field label not supported: spec.foo");
+    // Kinds without their own field labels answer as upstream's default conversion.
+    assert_eq!(
+        bad.body["message"],
+        r#""spec.foo" is not a known field selector: only "metadata.name", "metadata.namespace""#
+    );
 }
 
 #[tokio::test]
@@ -666,6 +697,31 @@ async fn patches_of_every_type() {
         "{}",
         broken.body
     );
+}
+
+#[tokio::test]
+async fn verbs_a_kind_does_not_serve_are_405() {
+    let (app, _) = server().await;
+    send(
+        &app,
+        "POST",
+        "/api/v1/namespaces",
+        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kept"}}"#,
+    )
+    .await;
+    let refused = send(&app, "DELETE", "/api/v1/namespaces", "").await;
+    assert_eq!(
+        refused.status,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "{}",
+        refused.body
+    );
+    assert_eq!(refused.body["reason"], "MethodNotAllowed");
+    let kept = send(&app, "GET", "/api/v1/namespaces/kept", "").await;
+    assert_eq!(kept.status, StatusCode::OK, "nothing was deleted");
+    // The verbs it serves still work.
+    let deleted = send(&app, "DELETE", "/api/v1/namespaces/kept", "").await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.body);
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@
 //! deletes the namespace, which goes once no `spec.finalizers` remain.
 
 pub mod deleter;
+mod finalize;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Namespace;
@@ -46,6 +47,17 @@ impl Strategy for Namespaces {
 
     fn status_subresource(&self) -> bool {
         true
+    }
+
+    /// Upstream's namespace storage has no DeleteCollection: `DELETE /api/v1/namespaces`
+    /// is 405.
+    fn verbs(&self) -> &'static [&'static str] {
+        crate::registry::VERBS_WITHOUT_DELETECOLLECTION
+    }
+
+    /// `finalize`.
+    fn subresources(&self) -> Vec<std::sync::Arc<dyn crate::registry::Subresource>> {
+        vec![std::sync::Arc::new(finalize::FinalizeSubresource)]
     }
 
     fn default(&self, namespace: &mut Namespace) {

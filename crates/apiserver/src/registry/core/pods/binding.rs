@@ -39,31 +39,42 @@ impl Subresource for BindingSubresource {
         request: axum::extract::Request,
     ) -> Result<axum::response::Response, ApiError> {
         let binding: Binding = read_body(request).await?;
-        if binding.metadata.name.as_deref().is_some_and(|n| n != name) {
-            return Err(ApiError::bad_request(
-                "name in URL does not match name in Binding object",
-            ));
-        }
-        validate(&binding, name)?;
-        let node = binding.target.name.clone().unwrap_or_default();
-        let pods = GroupResource::new("", "pods");
-        let annotations = binding.metadata.annotations.clone().unwrap_or_default();
-        let mut assign = |value: &mut Value| -> Result<(), ApiError> {
-            let mut pod: Pod = serde_json::from_value(value.clone()).map_err(ApiError::internal)?;
-            assign_pod(&mut pod, name, &node, &annotations)?;
-            *value = serde_json::to_value(&pod).map_err(ApiError::internal)?;
-            Ok(())
-        };
-        if ctx.dry_run {
-            let mut pod = ctx.objects.get(&pods, namespace, name).await?;
-            assign(&mut pod)?;
-        } else {
-            ctx.objects
-                .update(&pods, namespace, name, &mut assign)
-                .await?;
-        }
-        Ok(created())
+        bind(ctx, namespace, name, &binding).await
     }
+}
+
+/// Binds pod `name` as `binding` says (upstream `BindingREST.Create`), for `pods/binding`
+/// and the legacy `bindings` collection. Errors as [`BindingSubresource::handle`].
+pub(crate) async fn bind(
+    ctx: &Context<'_>,
+    namespace: Option<&str>,
+    name: &str,
+    binding: &Binding,
+) -> Result<axum::response::Response, ApiError> {
+    if binding.metadata.name.as_deref().is_some_and(|n| n != name) {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Binding object",
+        ));
+    }
+    validate(binding, name)?;
+    let node = binding.target.name.clone().unwrap_or_default();
+    let pods = GroupResource::new("", "pods");
+    let annotations = binding.metadata.annotations.clone().unwrap_or_default();
+    let mut assign = |value: &mut Value| -> Result<(), ApiError> {
+        let mut pod: Pod = serde_json::from_value(value.clone()).map_err(ApiError::internal)?;
+        assign_pod(&mut pod, name, &node, &annotations)?;
+        *value = serde_json::to_value(&pod).map_err(ApiError::internal)?;
+        Ok(())
+    };
+    if ctx.dry_run {
+        let mut pod = ctx.objects.get(&pods, namespace, name).await?;
+        assign(&mut pod)?;
+    } else {
+        ctx.objects
+            .update(&pods, namespace, name, &mut assign)
+            .await?;
+    }
+    Ok(created())
 }
 
 /// Upstream `ValidatePodBinding`: a target node, of kind Node if any.

@@ -3,7 +3,7 @@
 //! `binding` and `eviction` subresources.
 
 mod admission;
-mod binding;
+pub(super) mod binding;
 mod eviction;
 mod table;
 
@@ -112,6 +112,7 @@ impl Strategy for Pods {
         admission::admit(ctx, pod).await
     }
 
+    /// Upstream `ToSelectableFields`.
     fn selectable_fields(&self, pod: &Pod) -> Vec<(&'static str, String)> {
         let spec = pod.spec.clone().unwrap_or_default();
         let status = pod.status.clone().unwrap_or_default();
@@ -140,8 +141,9 @@ impl Strategy for Pods {
                 spec.host_network.unwrap_or(false).to_string(),
             ),
             ("status.phase", status.phase.unwrap_or_default()),
+            // `status.podIPs` is an accepted label that upstream never sets: it reads
+            // as empty.
             ("status.podIP", pod_ips.first().cloned().unwrap_or_default()),
-            ("status.podIPs", pod_ips.join(",")),
             (
                 "status.nominatedNodeName",
                 status.nominated_node_name.unwrap_or_default(),

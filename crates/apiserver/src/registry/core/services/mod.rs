@@ -105,6 +105,22 @@ impl Strategy for Services {
         self.allocator.allocate(ctx, new, Some(old)).await
     }
 
+    /// Upstream `ToSelectableFields`: the cluster IP (`None` for headless services, as
+    /// the kubelet's `spec.clusterIP!=None` watch relies on) and the type.
+    fn selectable_fields(&self, service: &Service) -> Vec<(&'static str, String)> {
+        let spec = service.spec.as_ref();
+        vec![
+            (
+                "spec.clusterIP",
+                spec.and_then(|s| s.cluster_ip.clone()).unwrap_or_default(),
+            ),
+            (
+                "spec.type",
+                spec.and_then(|s| s.type_.clone()).unwrap_or_default(),
+            ),
+        ]
+    }
+
     /// NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE, and SELECTOR with `-o wide`.
     fn columns(&self) -> Vec<TableColumn> {
         vec![

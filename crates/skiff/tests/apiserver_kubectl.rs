@@ -905,6 +905,68 @@ fn discovery(server: Server) {
             "true",
             "PodDisruptionBudget",
         ],
+        &[
+            "replicationcontrollers",
+            "rc",
+            "v1",
+            "true",
+            "ReplicationController",
+        ],
+        &["componentstatuses", "cs", "v1", "false", "ComponentStatus"],
+        &["podtemplates", "v1", "true", "PodTemplate"],
+        &[
+            "storageclasses",
+            "sc",
+            "storage.k8s.io/v1",
+            "false",
+            "StorageClass",
+        ],
+        &["csinodes", "storage.k8s.io/v1", "false", "CSINode"],
+        &[
+            "ingresses",
+            "ing",
+            "networking.k8s.io/v1",
+            "true",
+            "Ingress",
+        ],
+        &[
+            "networkpolicies",
+            "netpol",
+            "networking.k8s.io/v1",
+            "true",
+            "NetworkPolicy",
+        ],
+        &[
+            "ipaddresses",
+            "ip",
+            "networking.k8s.io/v1",
+            "false",
+            "IPAddress",
+        ],
+        &[
+            "clusterroles",
+            "rbac.authorization.k8s.io/v1",
+            "false",
+            "ClusterRole",
+        ],
+        &[
+            "rolebindings",
+            "rbac.authorization.k8s.io/v1",
+            "true",
+            "RoleBinding",
+        ],
+        &[
+            "validatingwebhookconfigurations",
+            "admissionregistration.k8s.io/v1",
+            "false",
+            "ValidatingWebhookConfiguration",
+        ],
+        &[
+            "flowschemas",
+            "flowcontrol.apiserver.k8s.io/v1",
+            "false",
+            "FlowSchema",
+        ],
     ] {
         assert!(
             rows.iter().any(|r| r == expected),
@@ -924,6 +986,32 @@ fn discovery(server: Server) {
             "{name} in {cluster_scoped}"
         );
     }
+    // The upstream kubelet's service watch, and the kinds' own verbs.
+    let services = server.kubectl_ok(&[
+        "get",
+        "services",
+        "-A",
+        "--field-selector",
+        "spec.clusterIP!=None",
+        "-o",
+        "name",
+    ]);
+    assert!(
+        services.lines().any(|l| l == "service/kubernetes"),
+        "{services}"
+    );
+    let refused = server.kubectl_err(&["delete", "--raw", "/api/v1/namespaces"]);
+    assert!(
+        refused.contains("MethodNotAllowed") || refused.contains("not allow"),
+        "{refused}"
+    );
+    assert!(
+        server
+            .kubectl_ok(&["get", "namespace", "default", "-o", "name"])
+            .contains("default")
+    );
+    let statuses = server.kubectl_ok(&["get", "componentstatuses", "-o", "name"]);
+    assert!(statuses.contains("componentstatus/etcd-0"), "{statuses}");
     let apps = server.kubectl_ok(&["api-resources", "--api-group=apps", "-o", "name"]);
     assert_eq!(
         apps.lines().collect::<Vec<_>>(),

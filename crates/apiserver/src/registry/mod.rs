@@ -110,6 +110,15 @@ pub struct ScaleSpec {
     pub selector: &'static str,
 }
 
+/// The `scale` subresource of the kinds with `spec.replicas`, `status.replicas` and
+/// `spec.selector`: deployments, replicasets, statefulsets and replicationcontrollers (whose
+/// map selector the Scale prints in query form).
+pub const REPLICAS_SCALE: ScaleSpec = ScaleSpec {
+    spec_replicas: "/spec/replicas",
+    status_replicas: "/status/replicas",
+    selector: "/spec/selector",
+};
+
 /// Every verb a main resource can serve, in upstream's (sorted) discovery order.
 pub const ALL_VERBS: &[&str] = &[
     "create",

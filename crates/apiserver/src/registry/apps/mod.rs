@@ -7,7 +7,7 @@ mod deployments;
 mod replica_sets;
 mod stateful_sets;
 
-use super::{Registry, ScaleSpec};
+use super::{REPLICAS_SCALE, Registry};
 
 /// Adds the apps/v1 kinds in upstream's discovery order.
 pub fn add(registry: &mut Registry) {
@@ -17,10 +17,3 @@ pub fn add(registry: &mut Registry) {
     registry.add(replica_sets::ReplicaSets);
     registry.add(stateful_sets::StatefulSets);
 }
-
-/// The `scale` subresource of deployments, replicasets and statefulsets.
-const REPLICAS_SCALE: ScaleSpec = ScaleSpec {
-    spec_replicas: "/spec/replicas",
-    status_replicas: "/status/replicas",
-    selector: "/spec/selector",
-};

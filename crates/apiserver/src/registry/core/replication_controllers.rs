@@ -37,11 +37,7 @@ impl Strategy for ReplicationControllers {
 
     /// The Scale's selector is the map selector in query form (`app=web`).
     fn scale(&self) -> Option<ScaleSpec> {
-        Some(ScaleSpec {
-            spec_replicas: "/spec/replicas",
-            status_replicas: "/status/replicas",
-            selector: "/spec/selector",
-        })
+        Some(crate::registry::REPLICAS_SCALE)
     }
 
     fn default(&self, object: &mut ReplicationController) {

@@ -38,6 +38,8 @@ const SPECIAL: &[(&str, &str)] = &[
     ),
     ("io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1", "FieldsV1"),
     ("io.k8s.api.certificates.v1.ExtraValue", "Strings"),
+    ("io.k8s.api.authentication.v1.ExtraValue", "Strings"),
+    ("io.k8s.api.authorization.v1.ExtraValue", "Strings"),
 ];
 
 /// Upstream's non-pointer `omitempty` numbers and bools (from the Go types of
@@ -255,6 +257,12 @@ fn roots() -> serde_json::Map<String, Value> {
         api::policy::v1::Eviction,
         api::autoscaling::v1::Scale,
         api::authentication::v1::TokenRequest,
+        api::authentication::v1::TokenReview,
+        api::authentication::v1::SelfSubjectReview,
+        api::authorization::v1::SubjectAccessReview,
+        api::authorization::v1::SelfSubjectAccessReview,
+        api::authorization::v1::LocalSubjectAccessReview,
+        api::authorization::v1::SelfSubjectRulesReview,
         meta::DeleteOptions,
         meta::Status,
         meta::ListMeta,

@@ -1012,6 +1012,14 @@ fn discovery(server: Server) {
     );
     let statuses = server.kubectl_ok(&["get", "componentstatuses", "-o", "name"]);
     assert!(statuses.contains("componentstatus/etcd-0"), "{statuses}");
+    // The review APIs: a SelfSubjectReview and a SelfSubjectAccessReview.
+    let whoami = json_of(&server.kubectl_ok(&["auth", "whoami", "-o", "json"]));
+    assert_eq!(
+        whoami["status"]["userInfo"]["username"], "kubernetes-admin",
+        "{whoami}"
+    );
+    let can_i = server.kubectl_ok(&["auth", "can-i", "create", "pods"]);
+    assert_eq!(can_i.trim(), "yes");
     let apps = server.kubectl_ok(&["api-resources", "--api-group=apps", "-o", "name"]);
     assert_eq!(
         apps.lines().collect::<Vec<_>>(),

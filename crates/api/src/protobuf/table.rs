@@ -293,6 +293,19 @@ pub static MESSAGES: &[Message] = &[
         ],
     },
     Message {
+        name: "io.k8s.api.authentication.v1.SelfSubjectReview",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "status", Optional, Message("io.k8s.api.authentication.v1.SelfSubjectReviewStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authentication.v1.SelfSubjectReviewStatus",
+        fields: &[
+            F::new(1, "userInfo", Optional, Message("io.k8s.api.authentication.v1.UserInfo")),
+        ],
+    },
+    Message {
         name: "io.k8s.api.authentication.v1.TokenRequest",
         fields: &[
             F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
@@ -313,6 +326,164 @@ pub static MESSAGES: &[Message] = &[
         fields: &[
             F::new(1, "token", Optional, String),
             F::new(2, "expirationTimestamp", Optional, Time),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authentication.v1.TokenReview",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.authentication.v1.TokenReviewSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.authentication.v1.TokenReviewStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authentication.v1.TokenReviewSpec",
+        fields: &[
+            F::new(1, "token", Optional, String),
+            F::new(2, "audiences", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authentication.v1.TokenReviewStatus",
+        fields: &[
+            F::new(1, "authenticated", Optional, Bool),
+            F::new(2, "user", Optional, Message("io.k8s.api.authentication.v1.UserInfo")),
+            F::new(3, "error", Optional, String),
+            F::new(4, "audiences", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authentication.v1.UserInfo",
+        fields: &[
+            F::new(1, "username", Optional, String),
+            F::new(2, "uid", Optional, String),
+            F::new(3, "groups", Repeated, String),
+            F::new(4, "extra", Map, Strings),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.FieldSelectorAttributes",
+        fields: &[
+            F::new(1, "rawSelector", Optional, String),
+            F::new(2, "requirements", Repeated, Message("io.k8s.apimachinery.pkg.apis.meta.v1.FieldSelectorRequirement")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.LabelSelectorAttributes",
+        fields: &[
+            F::new(1, "rawSelector", Optional, String),
+            F::new(2, "requirements", Repeated, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.LocalSubjectAccessReview",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.authorization.v1.SubjectAccessReviewSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.authorization.v1.SubjectAccessReviewStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.NonResourceAttributes",
+        fields: &[
+            F::new(1, "path", Optional, String),
+            F::new(2, "verb", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.NonResourceRule",
+        fields: &[
+            F::new(1, "verbs", Repeated, String),
+            F::new(2, "nonResourceURLs", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.ResourceAttributes",
+        fields: &[
+            F::new(1, "namespace", Optional, String),
+            F::new(2, "verb", Optional, String),
+            F::new(3, "group", Optional, String),
+            F::new(4, "version", Optional, String),
+            F::new(5, "resource", Optional, String),
+            F::new(6, "subresource", Optional, String),
+            F::new(7, "name", Optional, String),
+            F::new(8, "fieldSelector", Optional, Message("io.k8s.api.authorization.v1.FieldSelectorAttributes")),
+            F::new(9, "labelSelector", Optional, Message("io.k8s.api.authorization.v1.LabelSelectorAttributes")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.ResourceRule",
+        fields: &[
+            F::new(1, "verbs", Repeated, String),
+            F::new(2, "apiGroups", Repeated, String),
+            F::new(3, "resources", Repeated, String),
+            F::new(4, "resourceNames", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SelfSubjectAccessReview",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.authorization.v1.SelfSubjectAccessReviewSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.authorization.v1.SubjectAccessReviewStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SelfSubjectAccessReviewSpec",
+        fields: &[
+            F::new(1, "resourceAttributes", Optional, Message("io.k8s.api.authorization.v1.ResourceAttributes")),
+            F::new(2, "nonResourceAttributes", Optional, Message("io.k8s.api.authorization.v1.NonResourceAttributes")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SelfSubjectRulesReview",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.authorization.v1.SelfSubjectRulesReviewSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.authorization.v1.SubjectRulesReviewStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SelfSubjectRulesReviewSpec",
+        fields: &[
+            F::new(1, "namespace", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SubjectAccessReview",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.authorization.v1.SubjectAccessReviewSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.authorization.v1.SubjectAccessReviewStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SubjectAccessReviewSpec",
+        fields: &[
+            F::new(1, "resourceAttributes", Optional, Message("io.k8s.api.authorization.v1.ResourceAttributes")),
+            F::new(2, "nonResourceAttributes", Optional, Message("io.k8s.api.authorization.v1.NonResourceAttributes")),
+            F::new(3, "user", Optional, String),
+            F::new(4, "groups", Repeated, String),
+            F::new(5, "extra", Map, Strings),
+            F::new(6, "uid", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SubjectAccessReviewStatus",
+        fields: &[
+            F::new(1, "allowed", Optional, Bool),
+            F::new(2, "reason", Optional, String),
+            F::new(3, "evaluationError", Optional, String),
+            F::new(4, "denied", Optional, Bool),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SubjectRulesReviewStatus",
+        fields: &[
+            F::new(1, "resourceRules", Repeated, Message("io.k8s.api.authorization.v1.ResourceRule")),
+            F::new(2, "nonResourceRules", Repeated, Message("io.k8s.api.authorization.v1.NonResourceRule")),
+            F::new(3, "incomplete", Optional, Bool),
+            F::new(4, "evaluationError", Optional, String),
         ],
     },
     Message {
@@ -2736,6 +2907,14 @@ pub static MESSAGES: &[Message] = &[
             F::new(4, "propagationPolicy", Optional, String),
             F::new(5, "dryRun", Repeated, String),
             F::new(6, "ignoreStoreReadErrorWithClusterBreakingPotential", Optional, Bool),
+        ],
+    },
+    Message {
+        name: "io.k8s.apimachinery.pkg.apis.meta.v1.FieldSelectorRequirement",
+        fields: &[
+            F::new(1, "key", Optional, String),
+            F::new(2, "operator", Optional, String),
+            F::new(3, "values", Repeated, String),
         ],
     },
     Message {

@@ -50,6 +50,22 @@ impl UserInfo {
             groups: vec![UNAUTHENTICATED.to_owned()],
         }
     }
+
+    /// The user of a verified service-account token (upstream's service-account
+    /// authenticator): `system:serviceaccount:<ns>:<name>`, the account's uid, and the groups
+    /// `system:serviceaccounts`, `system:serviceaccounts:<ns>` and `system:authenticated`.
+    pub fn of_service_account(claims: &token::Claims) -> Self {
+        let ns = &claims.kubernetes.namespace;
+        UserInfo {
+            name: claims.sub.clone(),
+            uid: claims.kubernetes.serviceaccount.uid.clone(),
+            groups: vec![
+                "system:serviceaccounts".to_owned(),
+                format!("system:serviceaccounts:{ns}"),
+                AUTHENTICATED.to_owned(),
+            ],
+        }
+    }
 }
 
 /// The user of the connection's verified client certificate (`None` without one), put in
@@ -100,15 +116,7 @@ impl Authenticator {
                 return Ok(None);
             }
         }
-        Ok(Some(UserInfo {
-            name: claims.sub,
-            uid: k.serviceaccount.uid.clone(),
-            groups: vec![
-                "system:serviceaccounts".to_owned(),
-                format!("system:serviceaccounts:{ns}"),
-                AUTHENTICATED.to_owned(),
-            ],
-        }))
+        Ok(Some(UserInfo::of_service_account(&claims)))
     }
 
     /// Whether `<resource>/<ns>/<name>` is stored with `uid` and not being deleted.

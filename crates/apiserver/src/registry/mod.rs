@@ -12,6 +12,8 @@ pub mod printers;
 
 mod admissionregistration;
 mod apps;
+mod authentication;
+mod authorization;
 mod batch;
 mod certificates;
 mod coordination;
@@ -532,6 +534,8 @@ impl Registry {
         core::add(&mut registry);
         apps::add(&mut registry);
         events::add(&mut registry);
+        authentication::add(&mut registry);
+        authorization::add(&mut registry);
         batch::add(&mut registry);
         certificates::add(&mut registry);
         networking::add(&mut registry);

@@ -316,7 +316,12 @@ fn api_resources(kind: &dyn Kind) -> Vec<APIResource> {
         verbs: kind.verbs().iter().map(|v| v.to_string()).collect(),
         short_names: strings(info.short_names),
         categories: strings(info.categories),
-        storage_version_hash: Some(storage_version_hash(info.group, info.version, info.kind)),
+        // Kinds without a store (componentstatuses, bindings, reviews) have none, as
+        // upstream's.
+        storage_version_hash: kind
+            .unstored()
+            .is_none()
+            .then(|| storage_version_hash(info.group, info.version, info.kind)),
         group: None,
         version: None,
     }];

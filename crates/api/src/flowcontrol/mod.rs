@@ -226,6 +226,15 @@ fn validate_subject(subject: &Subject, path: &Path) -> ErrorList {
             ));
         }
     };
+    // A User or Group subject: its member is required, with a name.
+    let named = |errs: &mut ErrorList, name: Option<&str>, field: &str, kind: &str| match name {
+        None => errs.push(FieldError::required(
+            &path.child(field),
+            format!("{field} is required when subject kind is '{kind}'"),
+        )),
+        Some("") => errs.push(FieldError::required(&path.child(field).child("name"), "")),
+        Some(_) => {}
+    };
     match kind {
         "ServiceAccount" => {
             let at = path.child("serviceAccount");
@@ -266,16 +275,8 @@ fn validate_subject(subject: &Subject, path: &Path) -> ErrorList {
             forbid(&mut errs, subject.group.is_some(), "group", "Group");
         }
         "User" => {
-            match &subject.user {
-                None => errs.push(FieldError::required(
-                    &path.child("user"),
-                    "user is required when subject kind is 'User'",
-                )),
-                Some(user) if user.name.is_empty() => {
-                    errs.push(FieldError::required(&path.child("user").child("name"), ""));
-                }
-                Some(_) => {}
-            }
+            let name = subject.user.as_ref().map(|u| u.name.as_str());
+            named(&mut errs, name, "user", "User");
             forbid(
                 &mut errs,
                 subject.service_account.is_some(),
@@ -285,16 +286,8 @@ fn validate_subject(subject: &Subject, path: &Path) -> ErrorList {
             forbid(&mut errs, subject.group.is_some(), "group", "Group");
         }
         "Group" => {
-            match &subject.group {
-                None => errs.push(FieldError::required(
-                    &path.child("group"),
-                    "group is required when subject kind is 'Group'",
-                )),
-                Some(group) if group.name.is_empty() => {
-                    errs.push(FieldError::required(&path.child("group").child("name"), ""));
-                }
-                Some(_) => {}
-            }
+            let name = subject.group.as_ref().map(|g| g.name.as_str());
+            named(&mut errs, name, "group", "Group");
             forbid(
                 &mut errs,
                 subject.service_account.is_some(),

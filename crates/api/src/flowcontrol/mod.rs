@@ -693,4 +693,32 @@ mod tests {
                 .ends_with("only the schema named 'exempt' may have matchingPrecedence 1")
         );
     }
+
+    #[test]
+    fn group_subjects_need_a_named_group_and_nothing_else() {
+        let subject =
+            |value: serde_json::Value| -> Subject { serde_json::from_value(value).unwrap() };
+        let path = Path::new("s");
+        assert_eq!(
+            messages(&validate_subject(&subject(json!({"kind": "Group"})), &path)),
+            ["s.group: Required value: group is required when subject kind is 'Group'"]
+        );
+        assert_eq!(
+            messages(&validate_subject(
+                &subject(json!({"kind": "Group", "group": {"name": ""}, "user": {"name": "u"}})),
+                &path
+            )),
+            [
+                "s.group.name: Required value",
+                "s.user: Forbidden: user is forbidden when subject kind is not 'User'",
+            ]
+        );
+        assert!(
+            validate_subject(
+                &subject(json!({"kind": "Group", "group": {"name": "g"}})),
+                &path
+            )
+            .is_empty()
+        );
+    }
 }

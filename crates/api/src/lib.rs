@@ -1,5 +1,10 @@
 //! Kubernetes API machinery without I/O, shared by the API server and the kubelet.
 //!
+//! - [`apply`]: server-side apply and managedFields (structured-merge-diff);
+//! - [`cel`]: CEL validation rules of CustomResourceDefinitions (`x-kubernetes-validations`);
+//! - [`apiextensions`]: CustomResourceDefinitions: their validation, structural schemas,
+//!   and the defaulting, pruning and validation of custom resources;
+//! - [`jsonpath`]: the JSONPath subset of CRD printer columns and selectable fields;
 //! - [`field`]: upstream's `field.Error` (the causes of a 422 Invalid, the kubelet's
 //!   manifest errors);
 //! - [`meta`]: ObjectMeta and LabelSelector validation (`pkg/api/validation`);
@@ -14,8 +19,11 @@
 //!   strategies and merge keys;
 //! - [`yaml`]: YAML to JSON as upstream converts it, bounded against hostile nesting.
 
+pub mod apply;
+pub mod cel;
 pub mod core;
 pub mod field;
+pub mod jsonpath;
 pub mod meta;
 pub mod names;
 pub mod patch;
@@ -27,7 +35,9 @@ pub mod validation;
 pub mod yaml;
 
 pub mod admissionregistration;
+pub mod apiextensions;
 pub mod apps;
+pub mod autoscaling;
 pub mod batch;
 pub mod certificates;
 pub mod coordination;

@@ -252,6 +252,35 @@ const PATCH_TAGS: &[PatchTag] = &[
     ),
 ];
 
+/// Extension making a struct or map atomic for server-side apply.
+pub const MAP_TYPE: &str = "x-kubernetes-map-type";
+
+/// Upstream's `+structType=atomic` structs (`x-kubernetes-map-type: atomic` in its
+/// OpenAPI), replaced as a whole by server-side apply.
+const ATOMIC_STRUCTS: &[&str] = &[
+    "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector",
+    "io.k8s.api.core.v1.LocalObjectReference",
+    "io.k8s.api.core.v1.ObjectReference",
+    "io.k8s.api.core.v1.TypedLocalObjectReference",
+    "io.k8s.api.core.v1.SecretReference",
+    "io.k8s.api.core.v1.ConfigMapKeySelector",
+    "io.k8s.api.core.v1.SecretKeySelector",
+    "io.k8s.api.core.v1.ObjectFieldSelector",
+    "io.k8s.api.core.v1.ResourceFieldSelector",
+    "io.k8s.api.core.v1.NodeSelector",
+    "io.k8s.api.core.v1.NodeSelectorTerm",
+    "io.k8s.api.core.v1.TopologySelectorTerm",
+    "io.k8s.api.autoscaling.v1.CrossVersionObjectReference",
+    "io.k8s.api.autoscaling.v2.CrossVersionObjectReference",
+];
+
+/// Upstream's OpenAPI defaults of list-map keys (`+default="TCP"`), which server-side
+/// apply uses for items that omit the key.
+const KEY_DEFAULTS: &[(&str, &str, &str)] = &[
+    ("io.k8s.api.core.v1.ContainerPort", "protocol", "TCP"),
+    ("io.k8s.api.core.v1.ServicePort", "protocol", "TCP"),
+];
+
 impl PatchTag {
     /// The full definition name (`io.k8s.api.core.v1.PodSpec`).
     fn definition_name(&self) -> String {
@@ -379,6 +408,21 @@ impl Schemas {
                 if !tag.list_map_keys.is_empty() {
                     property.insert(LIST_MAP_KEYS.into(), tag.list_map_keys.into());
                 }
+            }
+        }
+        for name in ATOMIC_STRUCTS {
+            if let Some(definition) = definitions.get_mut(*name).and_then(Value::as_object_mut) {
+                definition.insert(MAP_TYPE.into(), "atomic".into());
+            }
+        }
+        for (name, property, default) in KEY_DEFAULTS {
+            let property = definitions
+                .get_mut(*name)
+                .and_then(|d| d.get_mut("properties"))
+                .and_then(|p| p.get_mut(*property))
+                .and_then(Value::as_object_mut);
+            if let Some(property) = property {
+                property.insert("default".into(), (*default).into());
             }
         }
         Schemas { definitions }

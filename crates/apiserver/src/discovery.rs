@@ -25,7 +25,7 @@ mod smoke_tests;
 pub(crate) mod testing;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -39,7 +39,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::apimachinery::pkg::version::Info;
 
 use crate::error::ApiError;
-use crate::registry::{Kind, Registry};
+use crate::registry::{Kind, LiveRegistry, Registry};
 
 pub use addresses::ServerAddresses;
 pub(crate) use document::Document;
@@ -87,10 +87,14 @@ pub fn version_info() -> Info {
 /// The routes of discovery and `/version`, answering from documents built here from
 /// `registry`; `/api` names the server by `addresses`.
 pub fn router<S: Clone + Send + Sync + 'static>(
-    registry: &Registry,
+    registry: Arc<LiveRegistry>,
     addresses: ServerAddresses,
 ) -> Router<S> {
-    let documents = Arc::new(Documents::build(registry, addresses));
+    let documents = Arc::new(Discovery {
+        registry,
+        addresses,
+        cache: Mutex::new(None),
+    });
     Router::new()
         .route("/version", get(version))
         .route("/api", get(api))
@@ -119,9 +123,9 @@ pub(crate) fn grouped(registry: &Registry) -> Vec<GroupVersions<'_>> {
     for kind in registry.kinds() {
         let info = kind.info();
         by_group
-            .entry(info.group)
+            .entry(info.group.as_str())
             .or_default()
-            .entry(info.version)
+            .entry(info.version.as_str())
             .or_default()
             .push(kind);
     }
@@ -131,7 +135,7 @@ pub(crate) fn grouped(registry: &Registry) -> Vec<GroupVersions<'_>> {
             let mut versions: Vec<_> = versions.into_iter().collect();
             versions.sort_by(|a, b| order::compare_versions(a.0, b.0));
             for (_, kinds) in &mut versions {
-                kinds.sort_by_key(|k| k.info().plural);
+                kinds.sort_by(|a, b| a.info().plural.cmp(&b.info().plural));
             }
             GroupVersions { name, versions }
         })
@@ -142,6 +146,31 @@ pub(crate) fn grouped(registry: &Registry) -> Vec<GroupVersions<'_>> {
             .then(a.name.cmp(b.name))
     });
     groups
+}
+
+/// Discovery of the kinds served now: the documents of the registry's current snapshot,
+/// rendered again when a custom resource's kind comes or goes.
+struct Discovery {
+    registry: Arc<LiveRegistry>,
+    addresses: ServerAddresses,
+    /// The snapshot the documents were rendered from, and the documents.
+    cache: Mutex<Option<(Arc<Registry>, Arc<Documents>)>>,
+}
+
+impl Discovery {
+    /// The documents of the current snapshot (a few milliseconds to render after a change).
+    fn documents(&self) -> Arc<Documents> {
+        let registry = self.registry.current();
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*cache {
+            Some((rendered, documents)) if Arc::ptr_eq(rendered, &registry) => documents.clone(),
+            _ => {
+                let documents = Arc::new(Documents::build(&registry, self.addresses.clone()));
+                *cache = Some((registry, documents.clone()));
+                documents
+            }
+        }
+    }
 }
 
 /// The discovery documents of one registry.
@@ -244,27 +273,36 @@ fn api_group(group: &GroupVersions<'_>) -> APIGroup {
 
 /// A subresource as discovery lists it: name, verbs and the group, version and kind of
 /// its body.
-pub(crate) struct SubresourceInfo {
-    pub name: &'static str,
+pub(crate) struct SubresourceInfo<'a> {
+    pub name: &'a str,
     pub verbs: Vec<&'static str>,
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind: &'static str,
+    pub group: &'a str,
+    pub version: &'a str,
+    pub kind: &'a str,
 }
 
-/// The subresources of `kind`, sorted by name: `status` (the kind itself), `scale`
-/// (`autoscaling/v1 Scale`) and the kind's own; a subresource without a body kind (a
+/// The subresources of `kind`, sorted by name: `status` and the part subresources (the
+/// kind itself), `scale` (`autoscaling/v1 Scale`) and the kind's own; a subresource without a body kind (a
 /// stream such as `pods/log`) is listed with the kind of its parent, as upstream does.
-pub(crate) fn subresources(kind: &dyn Kind) -> Vec<SubresourceInfo> {
+pub(crate) fn subresources(kind: &dyn Kind) -> Vec<SubresourceInfo<'_>> {
     let info = kind.info();
     let mut out = Vec::new();
     if kind.status_subresource() {
         out.push(SubresourceInfo {
             name: "status",
             verbs: SUBRESOURCE_VERBS.to_vec(),
-            group: info.group,
-            version: info.version,
-            kind: info.kind,
+            group: &info.group,
+            version: &info.version,
+            kind: &info.kind,
+        });
+    }
+    for name in kind.part_subresources() {
+        out.push(SubresourceInfo {
+            name,
+            verbs: SUBRESOURCE_VERBS.to_vec(),
+            group: &info.group,
+            version: &info.version,
+            kind: &info.kind,
         });
     }
     if kind.scale().is_some() {
@@ -277,7 +315,9 @@ pub(crate) fn subresources(kind: &dyn Kind) -> Vec<SubresourceInfo> {
         });
     }
     for sub in kind.subresources() {
-        let (group, version, body) = sub.kind().unwrap_or((info.group, info.version, info.kind));
+        let (group, version, body) = sub
+            .kind()
+            .unwrap_or((&info.group, &info.version, &info.kind));
         let mut verbs = sub.verbs().to_vec();
         verbs.sort_unstable();
         out.push(SubresourceInfo {
@@ -305,28 +345,26 @@ pub(crate) fn storage_version_hash(group: &str, version: &str, kind: &str) -> St
 /// The `APIResource`s of a kind: the resource, then its subresources.
 fn api_resources(kind: &dyn Kind) -> Vec<APIResource> {
     let info = kind.info();
-    let strings = |list: &[&str]| -> Option<Vec<String>> {
-        (!list.is_empty()).then(|| list.iter().map(|s| s.to_string()).collect())
-    };
+    let strings = |list: &[String]| (!list.is_empty()).then(|| list.to_vec());
     let mut out = vec![APIResource {
         name: info.plural.to_owned(),
-        singular_name: info.singular(),
+        singular_name: info.singular.clone(),
         namespaced: info.namespaced,
         kind: info.kind.to_owned(),
         verbs: kind.verbs().iter().map(|v| v.to_string()).collect(),
-        short_names: strings(info.short_names),
-        categories: strings(info.categories),
+        short_names: strings(&info.short_names),
+        categories: strings(&info.categories),
         // Kinds without a store (componentstatuses, bindings, reviews) have none, as
         // upstream's.
         storage_version_hash: kind
             .unstored()
             .is_none()
-            .then(|| storage_version_hash(info.group, info.version, info.kind)),
+            .then(|| storage_version_hash(&info.group, &info.version, &info.kind)),
         group: None,
         version: None,
     }];
     for sub in subresources(kind) {
-        let foreign = (sub.group, sub.version) != (info.group, info.version);
+        let foreign = (sub.group, sub.version) != (&info.group, &info.version);
         out.push(APIResource {
             name: format!("{}/{}", info.plural, sub.name),
             singular_name: String::new(),
@@ -369,7 +407,8 @@ fn accept(headers: &HeaderMap) -> Option<&str> {
     headers.get(ACCEPT).and_then(|v| v.to_str().ok())
 }
 
-async fn version(State(docs): State<Arc<Documents>>, headers: HeaderMap) -> Response {
+async fn version(State(discovery): State<Arc<Discovery>>, headers: HeaderMap) -> Response {
+    let docs = discovery.documents();
     match aggregated::negotiate(accept(&headers), false) {
         Some(_) => docs.version.respond(&headers, JSON),
         None => not_acceptable(),
@@ -377,10 +416,11 @@ async fn version(State(docs): State<Arc<Documents>>, headers: HeaderMap) -> Resp
 }
 
 async fn api(
-    State(docs): State<Arc<Documents>>,
+    State(discovery): State<Arc<Discovery>>,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
 ) -> Response {
+    let docs = discovery.documents();
     match aggregated::negotiate(accept(&headers), true) {
         Some(aggregated::Format::Legacy) => {
             let client = addresses::client_ip(&headers, &extensions);
@@ -395,7 +435,8 @@ async fn api(
     }
 }
 
-async fn apis(State(docs): State<Arc<Documents>>, headers: HeaderMap) -> Response {
+async fn apis(State(discovery): State<Arc<Discovery>>, headers: HeaderMap) -> Response {
+    let docs = discovery.documents();
     match aggregated::negotiate(accept(&headers), true) {
         Some(aggregated::Format::Legacy) => docs.group_list.respond(&headers, JSON),
         Some(format) => docs.aggregated.respond(false, format, &headers),
@@ -404,18 +445,20 @@ async fn apis(State(docs): State<Arc<Documents>>, headers: HeaderMap) -> Respons
 }
 
 async fn core_resources(
-    State(docs): State<Arc<Documents>>,
+    State(discovery): State<Arc<Discovery>>,
     Path(version): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    let docs = discovery.documents();
     resource_list(&docs, &version, &headers)
 }
 
 async fn group(
-    State(docs): State<Arc<Documents>>,
+    State(discovery): State<Arc<Discovery>>,
     Path(group): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    let docs = discovery.documents();
     if aggregated::negotiate(accept(&headers), false).is_none() {
         return not_acceptable();
     }
@@ -426,10 +469,11 @@ async fn group(
 }
 
 async fn group_resources(
-    State(docs): State<Arc<Documents>>,
+    State(discovery): State<Arc<Discovery>>,
     Path((group, version)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
+    let docs = discovery.documents();
     resource_list(&docs, &format!("{group}/{version}"), &headers)
 }
 
@@ -453,7 +497,10 @@ mod tests {
     use super::*;
 
     async fn get(path: &str, accept: Option<&str>) -> (StatusCode, HeaderMap, Value) {
-        let router: Router = router(&testing::registry(), testing::addresses());
+        let router: Router = router(
+            LiveRegistry::shared(testing::registry()),
+            testing::addresses(),
+        );
         let mut request = Request::get(path);
         if let Some(accept) = accept {
             request = request.header(ACCEPT, accept);

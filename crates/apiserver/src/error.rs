@@ -217,6 +217,14 @@ impl ApiError {
         "application/json-patch+json",
         "application/merge-patch+json",
         "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
+    ];
+
+    /// The patch media types of custom resources: no strategic merge patch, as upstream.
+    pub const CUSTOM_RESOURCE_PATCH_MEDIA_TYPES: &[&str] = &[
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/apply-patch+yaml",
     ];
 
     /// 429 TooManyRequests (e.g. an eviction a PodDisruptionBudget blocks).

@@ -89,7 +89,7 @@ pub async fn run(
     let user = bootstrap::system_user();
     let objects = rest::objects::ServerObjects::new(&state, &user, false);
     bootstrap::run(
-        &state.registry,
+        &state.registry.current(),
         &objects,
         bootstrap::Endpoint {
             service_ip,
@@ -121,12 +121,17 @@ pub async fn run(
         let objects = rest::objects::ServerObjects::new(&deleter_state, &user, false);
         namespaces::deleter::run(&objects, namespaces::deleter::PASS_INTERVAL).await;
     });
+    // The apiextensions-apiserver's controllers: names, establishing, finalizing.
+    let definitions = tokio::spawn(crate::registry::apiextensions::controller::run(
+        state.clone(),
+    ));
     serve(listener, tls, app, async move {
         shutdown.await;
         health.shutting_down.store(true, Ordering::Relaxed);
     })
     .await;
     deleter.abort();
+    definitions.abort();
     Ok(())
 }
 
@@ -150,8 +155,8 @@ fn app(
             get(move || std::future::ready(axum::Json(jwks.clone()))),
         )
         .merge(health::router(health))
-        .merge(discovery::router(&state.registry, addresses))
-        .merge(openapi::router(&state.registry))
+        .merge(discovery::router(state.registry.clone(), addresses))
+        .merge(openapi::router(state.registry.clone()))
         .merge(rest::router(state.clone()))
         .layer(axum::middleware::from_fn_with_state(
             authenticator,

@@ -15,6 +15,7 @@ apiserver_cases! {
     bootstrap_objects,
     create_and_get,
     apply_twice_1_33,
+    server_side_apply,
     watch,
     describe,
     patch_and_edit,
@@ -395,6 +396,54 @@ fn apply_twice(server: &Server, minor: u32) {
             .as_str()
             .unwrap_or_default();
     assert!(applied.contains("registry.example/api:2.0"), "{applied:?}");
+}
+
+/// `apply --server-side`: creates, conflicts with another field manager on a changed
+/// field, `--force-conflicts` takes it over, and both managers own fields.
+fn server_side_apply(server: Server) {
+    let v1 = server.manifest(
+        "ssa1.yaml",
+        &deployment("ssa", 1, "registry.example/ssa:1", &[]),
+    );
+    let v2 = server.manifest(
+        "ssa2.yaml",
+        &deployment("ssa", 3, "registry.example/ssa:1", &[]),
+    );
+    let (v1, v2) = (v1.to_str().unwrap(), v2.to_str().unwrap());
+    let created = server.kubectl_ok(&["apply", "--server-side", "-f", v1]);
+    assert_eq!(created.trim(), "deployment.apps/ssa serverside-applied");
+    let conflict =
+        server.kubectl_err(&["apply", "--server-side", "--field-manager=other", "-f", v2]);
+    assert!(
+        conflict
+            .contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas"#),
+        "{conflict}"
+    );
+    let forced = server.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "--force-conflicts",
+        "-f",
+        v2,
+    ]);
+    assert_eq!(forced.trim(), "deployment.apps/ssa serverside-applied");
+    let ssa = server.get_json(&["deployment", "ssa", "--show-managed-fields"]);
+    assert_eq!(ssa["spec"]["replicas"], 3);
+    let mut managers: Vec<(&str, &str)> = ssa["metadata"]["managedFields"]
+        .as_array()
+        .map(|entries| {
+            entries
+                .iter()
+                .map(|e| {
+                    let text = |k: &str| e[k].as_str().unwrap_or_default();
+                    (text("manager"), text("operation"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    managers.sort();
+    assert_eq!(managers, [("kubectl", "Apply"), ("other", "Apply")]);
 }
 
 /// `get -w` sees a concurrent create, update and delete (server-side Table watch and a

@@ -85,41 +85,41 @@ pub(super) fn negotiate(accept: Option<&str>, aggregated: bool) -> Option<Format
 
 /// `metav1.GroupVersionKind`.
 #[derive(Serialize)]
-struct GroupVersionKind {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
+struct GroupVersionKind<'a> {
+    group: &'a str,
+    version: &'a str,
+    kind: &'a str,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct APISubresourceDiscovery {
-    subresource: &'static str,
-    response_kind: GroupVersionKind,
+struct APISubresourceDiscovery<'a> {
+    subresource: &'a str,
+    response_kind: GroupVersionKind<'a>,
     verbs: Vec<&'static str>,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct APIResourceDiscovery {
-    resource: &'static str,
-    response_kind: GroupVersionKind,
+struct APIResourceDiscovery<'a> {
+    resource: &'a str,
+    response_kind: GroupVersionKind<'a>,
     /// `Namespaced` or `Cluster`.
     scope: &'static str,
-    singular_resource: String,
+    singular_resource: &'a str,
     verbs: &'static [&'static str],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    short_names: &'static [&'static str],
+    short_names: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    categories: &'static [&'static str],
+    categories: &'a [String],
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    subresources: Vec<APISubresourceDiscovery>,
+    subresources: Vec<APISubresourceDiscovery<'a>>,
 }
 
 #[derive(Serialize)]
-struct APIVersionDiscovery {
+struct APIVersionDiscovery<'a> {
     version: String,
-    resources: Vec<APIResourceDiscovery>,
+    resources: Vec<APIResourceDiscovery<'a>>,
     /// `Current`: a single server's own resources are never stale.
     freshness: &'static str,
 }
@@ -133,7 +133,7 @@ struct Metadata<'a> {
 #[derive(Serialize)]
 struct APIGroupDiscovery<'a> {
     metadata: Metadata<'a>,
-    versions: Vec<APIVersionDiscovery>,
+    versions: Vec<APIVersionDiscovery<'a>>,
 }
 
 #[derive(Serialize)]
@@ -145,24 +145,24 @@ struct APIGroupDiscoveryList<'a> {
     items: Vec<APIGroupDiscovery<'a>>,
 }
 
-fn resource(kind: &dyn Kind) -> APIResourceDiscovery {
+fn resource(kind: &dyn Kind) -> APIResourceDiscovery<'_> {
     let info = kind.info();
     APIResourceDiscovery {
-        resource: info.plural,
+        resource: &info.plural,
         response_kind: GroupVersionKind {
-            group: info.group,
-            version: info.version,
-            kind: info.kind,
+            group: &info.group,
+            version: &info.version,
+            kind: &info.kind,
         },
         scope: if info.namespaced {
             "Namespaced"
         } else {
             "Cluster"
         },
-        singular_resource: info.singular(),
+        singular_resource: &info.singular,
         verbs: kind.verbs(),
-        short_names: info.short_names,
-        categories: info.categories,
+        short_names: &info.short_names,
+        categories: &info.categories,
         subresources: subresources(kind)
             .into_iter()
             .map(|s| APISubresourceDiscovery {

@@ -78,26 +78,31 @@ async fn serve() -> (String, Log) {
         .route("/api/v1/{*path}", any(objects))
         .route("/apis/{group}/{version}/{*path}", any(objects))
         .with_state(store);
-    let app: Router = super::router(&registry, super::testing::addresses())
-        .merge(crate::openapi::router(&registry))
-        .merge(rest)
-        .layer(axum::middleware::from_fn(
-            move |request: Request<Body>, next: Next| {
-                let log = logged.clone();
-                async move {
-                    let accept = request
-                        .headers()
-                        .get("accept")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_owned();
-                    log.lock()
-                        .unwrap()
-                        .push((format!("{} {}", request.method(), request.uri()), accept));
-                    next.run(request).await
-                }
-            },
-        ));
+    let app: Router = super::router(
+        crate::registry::LiveRegistry::shared(registry.clone()),
+        super::testing::addresses(),
+    )
+    .merge(crate::openapi::router(
+        crate::registry::LiveRegistry::shared(registry.clone()),
+    ))
+    .merge(rest)
+    .layer(axum::middleware::from_fn(
+        move |request: Request<Body>, next: Next| {
+            let log = logged.clone();
+            async move {
+                let accept = request
+                    .headers()
+                    .get("accept")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                log.lock()
+                    .unwrap()
+                    .push((format!("{} {}", request.method(), request.uri()), accept));
+                next.run(request).await
+            }
+        },
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -116,9 +116,9 @@ impl Strategy for Deployments {
     }
     fn scale(&self) -> Option<ScaleSpec> {
         Some(ScaleSpec {
-            spec_replicas: "/spec/replicas",
-            status_replicas: "/status/replicas",
-            selector: "/spec/selector",
+            spec_replicas: "/spec/replicas".into(),
+            status_replicas: "/status/replicas".into(),
+            selector: Some("/spec/selector".into()),
         })
     }
 }

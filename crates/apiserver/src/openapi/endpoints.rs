@@ -199,7 +199,7 @@ pub(crate) enum Payload {
 
 /// One operation of a path.
 #[derive(Debug, Clone)]
-pub(crate) struct Operation {
+pub(crate) struct Operation<'a> {
     pub method: Method,
     /// Upstream's operation ID: `listCoreV1NamespacedPod`, `patchAppsV1NamespacedDeploymentScale`.
     pub id: String,
@@ -207,7 +207,7 @@ pub(crate) struct Operation {
     /// `x-kubernetes-action`: get, list, post, put, patch, delete, deletecollection.
     pub action: &'static str,
     /// `x-kubernetes-group-version-kind`: the kind the operation serves.
-    pub gvk: Option<Gvk>,
+    pub gvk: Option<Gvk<'a>>,
     pub params: &'static [Param],
     /// The request body: a definition (a patch body is `Patch`, with [`PATCH_TYPES`]).
     pub body: Option<String>,
@@ -216,7 +216,7 @@ pub(crate) struct Operation {
     pub also: &'static [u16],
 }
 
-impl Operation {
+impl Operation<'_> {
     pub fn is_patch(&self) -> bool {
         self.method == Method::Patch
     }
@@ -231,7 +231,7 @@ pub(crate) struct PathParam {
 
 /// A path and its operations.
 #[derive(Debug, Clone)]
-pub(crate) struct Endpoint {
+pub(crate) struct Endpoint<'a> {
     /// `/api/v1/namespaces/{namespace}/pods/{name}`.
     pub path: String,
     /// The OpenAPI v3 document it belongs to: `api/v1`, `apis/apps/v1`.
@@ -239,7 +239,7 @@ pub(crate) struct Endpoint {
     /// The tag of its operations: `core_v1`.
     pub tag: String,
     pub path_params: Vec<PathParam>,
-    pub operations: Vec<Operation>,
+    pub operations: Vec<Operation<'a>>,
 }
 
 /// The OpenAPI v3 document of a group version: `api/v1` or `apis/<group>/<version>`.
@@ -285,7 +285,7 @@ pub(crate) fn tag(group: &str, version: &str) -> String {
 /// Builds the operations of one kind.
 struct KindEndpoints<'a> {
     kind: &'a dyn Kind,
-    gvk: Gvk,
+    gvk: Gvk<'a>,
     /// `CoreV1`.
     prefix_id: String,
     /// `Namespaced` for namespaced kinds.
@@ -293,7 +293,7 @@ struct KindEndpoints<'a> {
     schema: String,
 }
 
-impl KindEndpoints<'_> {
+impl<'a> KindEndpoints<'a> {
     fn id(&self, verb: &str, suffix: &str) -> String {
         format!(
             "{verb}{}{}{}{suffix}",
@@ -308,7 +308,7 @@ impl KindEndpoints<'_> {
         description: String,
         action: &'static str,
         params: &'static [Param],
-    ) -> Operation {
+    ) -> Operation<'a> {
         Operation {
             method,
             id,
@@ -322,7 +322,7 @@ impl KindEndpoints<'_> {
         }
     }
 
-    fn collection(&self) -> Vec<Operation> {
+    fn collection(&self) -> Vec<Operation<'a>> {
         let kind = self.gvk.kind;
         let list = format!("{}List", self.schema);
         vec![
@@ -361,7 +361,7 @@ impl KindEndpoints<'_> {
         ]
     }
 
-    fn all_namespaces(&self) -> Operation {
+    fn all_namespaces(&self) -> Operation<'a> {
         let kind = self.gvk.kind;
         Operation {
             reply: Payload::Schema(format!("{}List", self.schema)),
@@ -375,7 +375,7 @@ impl KindEndpoints<'_> {
         }
     }
 
-    fn item(&self) -> Vec<Operation> {
+    fn item(&self) -> Vec<Operation<'a>> {
         let kind = self.gvk.kind;
         vec![
             self.op(
@@ -429,9 +429,9 @@ impl KindEndpoints<'_> {
         &self,
         name: &str,
         verbs: &[&str],
-        gvk: Gvk,
+        gvk: Gvk<'a>,
         body: Option<String>,
-    ) -> Vec<Operation> {
+    ) -> Vec<Operation<'a>> {
         let kind = self.gvk.kind;
         let suffix = capitalize(name);
         let reply = body.clone().map_or(Payload::Text, Payload::Schema);
@@ -484,7 +484,7 @@ fn path_param(name: &'static str, description: String) -> PathParam {
 /// Every endpoint of `registry`'s kinds, and each group version's discovery document
 /// (`/api/v1/`), as upstream's OpenAPI lists them (watch paths aside: the deprecated
 /// `/watch/` prefix is not served).
-pub(crate) fn endpoints(registry: &Registry, catalog: &Catalog) -> Vec<Endpoint> {
+pub(crate) fn endpoints<'a>(registry: &'a Registry, catalog: &Catalog<'a>) -> Vec<Endpoint<'a>> {
     let mut out = Vec::new();
     for group in crate::discovery::grouped(registry) {
         for (version, kinds) in &group.versions {
@@ -513,7 +513,7 @@ pub(crate) fn endpoints(registry: &Registry, catalog: &Catalog) -> Vec<Endpoint>
                     also: &[],
                 }],
             });
-            for kind in kinds {
+            for &kind in kinds {
                 out.extend(kind_endpoints(
                     kind.as_ref(),
                     catalog,
@@ -528,19 +528,19 @@ pub(crate) fn endpoints(registry: &Registry, catalog: &Catalog) -> Vec<Endpoint>
     out
 }
 
-fn kind_endpoints(
-    kind: &dyn Kind,
-    catalog: &Catalog,
+fn kind_endpoints<'a>(
+    kind: &'a dyn Kind,
+    catalog: &Catalog<'_>,
     prefix: &str,
     document: &str,
     tag: &str,
     prefix_id: &str,
-) -> Vec<Endpoint> {
+) -> Vec<Endpoint<'a>> {
     let info = kind.info();
     let gvk = Gvk {
-        group: info.group,
-        version: info.version,
-        kind: info.kind,
+        group: &info.group,
+        version: &info.version,
+        kind: &info.kind,
     };
     let Some(schema) = catalog.name_of(gvk) else {
         return Vec::new();
@@ -581,7 +581,7 @@ fn kind_endpoints(
     };
 
     // Only the operations of the verbs the kind serves; a path with none is left out.
-    let served = |operations: Vec<Operation>| -> Vec<Operation> {
+    let served = |operations: Vec<Operation<'a>>| -> Vec<Operation<'a>> {
         operations
             .into_iter()
             .filter(|op| {

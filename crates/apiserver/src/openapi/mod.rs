@@ -23,7 +23,7 @@ mod v2;
 mod v3;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -36,7 +36,7 @@ use serde_json::{Map, Value, json};
 
 use crate::discovery::Document;
 use crate::error::ApiError;
-use crate::registry::Registry;
+use crate::registry::{LiveRegistry, Registry};
 
 /// The media type of the OpenAPI v2 document in protobuf, as answered in `Content-Type`.
 pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
@@ -113,12 +113,22 @@ impl OpenApi {
     }
 }
 
-/// The routes of `/openapi/v2` and `/openapi/v3`, answering from the documents of
-/// `registry`. They are rendered once, on a thread started here (about a second in a
-/// debug build, which the server's start need not wait for); a request that comes first
-/// waits for them.
-pub fn router<S: Clone + Send + Sync + 'static>(registry: &Registry) -> Router<S> {
-    let documents = Documents::new(registry);
+/// The routes of `/openapi/v2` and `/openapi/v3`, answering from the documents of the
+/// kinds `registry` serves now. They are rendered on a thread (about a second in a debug
+/// build, which the server's start need not wait for), at start and again for a request
+/// after a custom resource's kind came or went; a request that comes first waits for them.
+pub fn router<S: Clone + Send + Sync + 'static>(registry: Arc<LiveRegistry>) -> Router<S> {
+    let documents = Documents(Arc::new(Inner {
+        registry,
+        rendering: Mutex::new(None),
+    }));
+    let background = documents.rendering();
+    // Without the thread the first request renders them.
+    let _ = std::thread::Builder::new()
+        .name("openapi".to_owned())
+        .spawn(move || {
+            background.get();
+        });
     Router::new()
         .route("/openapi/v2", get(v2_document))
         .route("/openapi/v3", get(v3_index))
@@ -126,23 +136,21 @@ pub fn router<S: Clone + Send + Sync + 'static>(registry: &Registry) -> Router<S
         .with_state(documents)
 }
 
-/// The [`OpenApi`] of a registry, rendered at most once.
+/// The [`OpenApi`] of the served kinds, rendered at most once per registry snapshot.
 #[derive(Clone)]
-struct Documents(Arc<(Registry, OnceLock<OpenApi>)>);
+struct Documents(Arc<Inner>);
 
-impl Documents {
-    fn new(registry: &Registry) -> Self {
-        let documents = Documents(Arc::new((registry.clone(), OnceLock::new())));
-        let background = documents.clone();
-        // Without the thread the first request renders them.
-        let _ = std::thread::Builder::new()
-            .name("openapi".to_owned())
-            .spawn(move || {
-                background.get();
-            });
-        documents
-    }
+struct Inner {
+    registry: Arc<LiveRegistry>,
+    /// The rendering of the newest snapshot a request asked for.
+    rendering: Mutex<Option<Rendering>>,
+}
 
+/// The documents of one registry snapshot, rendered at most once.
+#[derive(Clone)]
+struct Rendering(Arc<(Arc<Registry>, OnceLock<OpenApi>)>);
+
+impl Rendering {
     /// Renders the documents or waits for the rendering under way.
     fn get(&self) -> &OpenApi {
         self.0.1.get_or_init(|| {
@@ -151,17 +159,38 @@ impl Documents {
             openapi
         })
     }
+}
 
-    /// [`Documents::get`] off the async runtime's threads.
-    async fn ready(&self) -> &OpenApi {
-        if self.0.1.get().is_none() {
-            let documents = self.clone();
+impl Documents {
+    /// The rendering of the current snapshot (a new one when the snapshot changed).
+    fn rendering(&self) -> Rendering {
+        let registry = self.0.registry.current();
+        let mut rendering = self
+            .0
+            .rendering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*rendering {
+            Some(current) if Arc::ptr_eq(&current.0.0, &registry) => current.clone(),
+            _ => {
+                let fresh = Rendering(Arc::new((registry, OnceLock::new())));
+                *rendering = Some(fresh.clone());
+                fresh
+            }
+        }
+    }
+
+    /// The current documents, rendered off the async runtime's threads.
+    async fn ready(&self) -> Rendering {
+        let rendering = self.rendering();
+        if rendering.0.1.get().is_none() {
+            let background = rendering.clone();
             let _ = tokio::task::spawn_blocking(move || {
-                documents.get();
+                background.get();
             })
             .await;
         }
-        self.get()
+        rendering
     }
 }
 
@@ -210,7 +239,8 @@ fn not_acceptable(offers: &[&str]) -> Response {
 }
 
 async fn v2_document(State(documents): State<Documents>, headers: HeaderMap) -> Response {
-    let openapi = documents.ready().await;
+    let rendering = documents.ready().await;
+    let openapi = rendering.get();
     let offers = [JSON, V2_PROTOBUF, V2_PROTOBUF_DEPRECATED];
     match negotiate(&headers, &offers) {
         Some(JSON) => openapi.v2_json.respond(&headers, JSON),
@@ -220,7 +250,8 @@ async fn v2_document(State(documents): State<Documents>, headers: HeaderMap) -> 
 }
 
 async fn v3_index(State(documents): State<Documents>, headers: HeaderMap) -> Response {
-    let openapi = documents.ready().await;
+    let rendering = documents.ready().await;
+    let openapi = rendering.get();
     match negotiate(&headers, &[JSON]) {
         Some(_) => openapi.v3_index.respond(&headers, JSON),
         None => not_acceptable(&[JSON]),
@@ -233,7 +264,8 @@ async fn v3_document(
     Query(query): Query<BTreeMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    let openapi = documents.ready().await;
+    let rendering = documents.ready().await;
+    let openapi = rendering.get();
     let Some(doc) = openapi.v3.get(path.trim_end_matches('/')) else {
         return ApiError::new(
             404,
@@ -293,7 +325,7 @@ mod tests {
 
     #[tokio::test]
     async fn v3_index_points_at_cacheable_documents() {
-        let router: Router = router(&registry());
+        let router: Router = router(LiveRegistry::shared(registry()));
         let (status, _, body) = get(&router, "/openapi/v3", None).await;
         assert_eq!(status, StatusCode::OK);
         let index: Value = serde_json::from_slice(&body).unwrap();
@@ -332,7 +364,7 @@ mod tests {
     /// What `kubectl explain` and kubectl's field validation check look for in v3.
     #[tokio::test]
     async fn v3_operations_and_schemas_carry_group_version_kinds() {
-        let router: Router = router(&registry());
+        let router: Router = router(LiveRegistry::shared(registry()));
         let (_, _, body) = get(&router, "/openapi/v3/api/v1", None).await;
         let doc: Value = serde_json::from_slice(&body).unwrap();
         let pod = json!({"group": "", "kind": "Pod", "version": "v1"});
@@ -372,7 +404,7 @@ mod tests {
 
     #[tokio::test]
     async fn v2_is_served_as_json_and_gnostic_protobuf() {
-        let router: Router = router(&registry());
+        let router: Router = router(LiveRegistry::shared(registry()));
         let (status, headers, body) = get(&router, "/openapi/v2", None).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(headers[CONTENT_TYPE], "application/json");
@@ -461,7 +493,7 @@ mod completeness {
                 definitions.contains_key(&format!("{name}List")),
                 "{name}List"
             );
-            let key = endpoints::document_of(info.group, info.version);
+            let key = endpoints::document_of(&info.group, &info.version);
             let doc = &v3[key.as_str()];
             assert!(
                 tagged(&doc["components"]["schemas"][&name]),

@@ -26,13 +26,13 @@ pub(crate) const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity
 
 /// A group, version and kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Gvk {
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind: &'static str,
+pub(crate) struct Gvk<'a> {
+    pub group: &'a str,
+    pub version: &'a str,
+    pub kind: &'a str,
 }
 
-impl Gvk {
+impl Gvk<'_> {
     /// `{"group": .., "kind": .., "version": ..}`, as the extension writes it.
     pub fn to_json(self) -> Value {
         json!({"group": self.group, "kind": self.kind, "version": self.version})
@@ -40,18 +40,18 @@ impl Gvk {
 }
 
 /// Every definition, and the definition of each kind.
-pub(crate) struct Catalog {
+pub(crate) struct Catalog<'a> {
     /// By name, OpenAPI v2 form.
     pub definitions: Map<String, Value>,
     /// The definition name of each kind with a schema (served kinds and the bodies of
     /// subresources); a served kind's list is `<name>List`.
-    names: BTreeMap<Gvk, String>,
+    names: BTreeMap<Gvk<'a>, String>,
 }
 
-impl Catalog {
+impl<'a> Catalog<'a> {
     /// The definitions of `registry`'s kinds, of their lists and subresource bodies, and of
     /// the generic types operations use (Status, DeleteOptions, Patch, APIResourceList).
-    pub fn build(registry: &Registry) -> Self {
+    pub fn build(registry: &'a Registry) -> Self {
         let mut settings = SchemaSettings::draft2020_12();
         settings.definitions_path = "/definitions".into();
         settings.meta_schema = None;
@@ -63,9 +63,9 @@ impl Catalog {
             let info = kind.info();
             kind.json_schema(&mut generator);
             let gvk = Gvk {
-                group: info.group,
-                version: info.version,
-                kind: info.kind,
+                group: &info.group,
+                version: &info.version,
+                kind: &info.kind,
             };
             names.insert(gvk, kind.schema_name());
             kinds.push(gvk);
@@ -114,14 +114,18 @@ impl Catalog {
     }
 
     /// The definition name of a kind's schema.
-    pub fn name_of(&self, gvk: Gvk) -> Option<&str> {
-        self.names.get(&gvk).map(String::as_str)
+    pub fn name_of(&self, gvk: Gvk<'_>) -> Option<&str> {
+        // Keys borrow the registry; `gvk` may borrow less long, so no `get`.
+        self.names
+            .iter()
+            .find(|(key, _)| **key == gvk)
+            .map(|(_, name)| name.as_str())
     }
 }
 
 /// The schema of a subresource's body kind that is not a served kind (`Binding`,
 /// `Eviction`, `TokenRequest`, `Scale`), added to `generator`; its definition name.
-fn subresource_body(generator: &mut SchemaGenerator, gvk: Gvk) -> Option<String> {
+fn subresource_body(generator: &mut SchemaGenerator, gvk: Gvk<'_>) -> Option<String> {
     use k8s_openapi::api;
     use schemars::JsonSchema;
     fn add<T: JsonSchema>(generator: &mut SchemaGenerator) -> Option<String> {
@@ -156,7 +160,7 @@ fn drop_required_metadata(schema: &mut Map<String, Value>) {
 
 /// Upstream's `<Kind>List` definition (`PodList`): `items` of the kind and list metadata.
 /// The `apiVersion` and `kind` fields are described as in the kind itself.
-fn list_definition(definitions: &Map<String, Value>, gvk: Gvk, name: &str) -> Value {
+fn list_definition(definitions: &Map<String, Value>, gvk: Gvk<'_>, name: &str) -> Value {
     let property = |field: &str| {
         definitions
             .get(name)
@@ -230,7 +234,8 @@ mod tests {
 
     #[test]
     fn kinds_carry_their_group_version_kind_and_a_list() {
-        let catalog = Catalog::build(&registry());
+        let registry = registry();
+        let catalog = Catalog::build(&registry);
         let pod = &catalog.definitions["io.k8s.api.core.v1.Pod"];
         assert_eq!(
             pod["x-kubernetes-group-version-kind"],
@@ -258,7 +263,8 @@ mod tests {
 
     #[test]
     fn every_ref_resolves() {
-        let catalog = Catalog::build(&registry());
+        let registry = registry();
+        let catalog = Catalog::build(&registry);
         let mut found = Vec::new();
         for schema in catalog.definitions.values() {
             refs(schema, V2_REF_PREFIX, &mut found);

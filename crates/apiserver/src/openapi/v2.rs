@@ -61,7 +61,7 @@ pub(crate) fn reason(code: u16) -> &'static str {
     }
 }
 
-fn operation(op: &Operation, tag: &str) -> Value {
+fn operation(op: &Operation<'_>, tag: &str) -> Value {
     let mut parameters = Vec::new();
     if let Some(body) = &op.body {
         parameters.push(json!({
@@ -134,7 +134,7 @@ fn path_item(endpoint: &Endpoint) -> Value {
 }
 
 /// The whole OpenAPI v2 document.
-pub(crate) fn document(endpoints: &[Endpoint], catalog: &Catalog) -> Value {
+pub(crate) fn document(endpoints: &[Endpoint<'_>], catalog: &Catalog<'_>) -> Value {
     let paths: Map<String, Value> = endpoints
         .iter()
         .map(|e| (e.path.clone(), path_item(e)))

@@ -53,7 +53,7 @@ fn content(media_types: &[&str], schema: &Value) -> Value {
     )
 }
 
-fn operation(op: &Operation, tag: &str) -> Value {
+fn operation(op: &Operation<'_>, tag: &str) -> Value {
     let mut out = Map::new();
     out.insert("description".to_owned(), json!(op.description));
     out.insert("operationId".to_owned(), json!(op.id));
@@ -200,7 +200,10 @@ fn reachable<'a>(catalog: &'a Catalog, roots: Vec<&'a str>) -> BTreeSet<&'a str>
 }
 
 /// The v3 document of every group version, by its index key (`api/v1`, `apis/apps/v1`).
-pub(crate) fn documents(endpoints: &[Endpoint], catalog: &Catalog) -> BTreeMap<String, Value> {
+pub(crate) fn documents(
+    endpoints: &[Endpoint<'_>],
+    catalog: &Catalog<'_>,
+) -> BTreeMap<String, Value> {
     let mut by_document: BTreeMap<&str, Vec<&Endpoint>> = BTreeMap::new();
     for endpoint in endpoints {
         by_document

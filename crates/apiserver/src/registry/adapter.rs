@@ -1,19 +1,20 @@
 //! [`Adapter`]: a typed [`Strategy`] seen as an untyped [`Kind`]. Values are decoded
 //! into the k8s-openapi type for each hook and encoded back.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
 use skiff_api::field::ErrorList;
 
-use super::{Context, Kind, ResourceInfo, ScaleSpec, Strategy, Subresource, TableColumn};
+use super::{ApiResource, Context, Kind, ScaleSpec, Strategy, Subresource, TableColumn};
 use crate::error::ApiError;
 
 /// Erases a [`Strategy`]; built once per kind by [`super::Registry::add`].
 pub struct Adapter<S: Strategy> {
     strategy: S,
-    info: ResourceInfo,
+    info: ApiResource,
     scale: Option<ScaleSpec>,
     subresources: Vec<Arc<dyn Subresource>>,
 }
@@ -21,7 +22,7 @@ pub struct Adapter<S: Strategy> {
 impl<S: Strategy> Adapter<S> {
     pub fn new(strategy: S) -> Self {
         Adapter {
-            info: strategy.info(),
+            info: strategy.info().into(),
             scale: strategy.scale(),
             subresources: strategy.subresources(),
             strategy,
@@ -74,7 +75,7 @@ fn dropped_fields(input: &Value, output: &Value, path: &str, out: &mut Vec<Strin
 
 #[async_trait]
 impl<S: Strategy> Kind for Adapter<S> {
-    fn info(&self) -> &ResourceInfo {
+    fn info(&self) -> &ApiResource {
         &self.info
     }
 
@@ -153,6 +154,44 @@ impl<S: Strategy> Kind for Adapter<S> {
             .validate_update(&self.typed(new)?, &self.typed(old)?))
     }
 
+    fn warnings_on_create(&self, object: &Value) -> Result<Vec<String>, ApiError> {
+        Ok(self.strategy.warnings_on_create(&self.typed(object)?))
+    }
+
+    fn warnings_on_update(&self, new: &Value, old: &Value) -> Result<Vec<String>, ApiError> {
+        Ok(self
+            .strategy
+            .warnings_on_update(&self.typed(new)?, &self.typed(old)?))
+    }
+
+    fn part_subresources(&self) -> &'static [&'static str] {
+        self.strategy.part_subresources()
+    }
+
+    fn prepare_for_part_update(
+        &self,
+        subresource: &str,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<(), ApiError> {
+        let mut typed = self.typed(new)?;
+        self.strategy
+            .prepare_for_part_update(subresource, &mut typed, &self.typed(old)?);
+        *new = encode(&typed)?;
+        Ok(())
+    }
+
+    fn validate_part_update(
+        &self,
+        subresource: &str,
+        new: &Value,
+        old: &Value,
+    ) -> Result<ErrorList, ApiError> {
+        Ok(self
+            .strategy
+            .validate_part_update(subresource, &self.typed(new)?, &self.typed(old)?))
+    }
+
     async fn admit_create(&self, ctx: &Context<'_>, object: &mut Value) -> Result<(), ApiError> {
         let mut typed = self.typed(object)?;
         self.strategy.admit_create(ctx, &mut typed).await?;
@@ -178,8 +217,15 @@ impl<S: Strategy> Kind for Adapter<S> {
         self.strategy.before_delete(ctx, &typed).await
     }
 
-    fn selectable_fields(&self, object: &Value) -> Result<Vec<(&'static str, String)>, ApiError> {
-        Ok(self.strategy.selectable_fields(&self.typed(object)?))
+    fn selectable_fields(
+        &self,
+        object: &Value,
+    ) -> Result<Vec<(Cow<'static, str>, String)>, ApiError> {
+        let fields = self.strategy.selectable_fields(&self.typed(object)?);
+        Ok(fields
+            .into_iter()
+            .map(|(name, value)| (Cow::Borrowed(name), value))
+            .collect())
     }
 
     fn columns(&self) -> Vec<TableColumn> {
@@ -204,13 +250,10 @@ impl<S: Strategy> Kind for Adapter<S> {
         self.strategy.orphans_by_default()
     }
 
-    /// `marked` is re-encoded only when the kind holds it.
     fn hold_deletion(&self, old: &Value, marked: &mut Value) -> Result<bool, ApiError> {
         let mut typed = self.typed(marked)?;
         let held = self.strategy.hold_deletion(&self.typed(old)?, &mut typed);
-        if held {
-            *marked = encode(&typed)?;
-        }
+        *marked = encode(&typed)?;
         Ok(held)
     }
 

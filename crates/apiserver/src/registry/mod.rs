@@ -11,9 +11,11 @@ pub mod core;
 pub mod printers;
 
 mod admissionregistration;
+pub(crate) mod apiextensions;
 mod apps;
 mod authentication;
 mod authorization;
+mod autoscaling;
 mod batch;
 mod certificates;
 mod coordination;
@@ -29,6 +31,7 @@ mod storage;
 #[cfg(test)]
 pub(crate) mod testing;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -99,26 +102,82 @@ impl ResourceInfo {
     }
 }
 
+/// A served kind's names at run time (upstream's `metav1.APIResource` without the verbs):
+/// built from a built-in kind's [`ResourceInfo`] once at start, or from a
+/// CustomResourceDefinition's `spec.names` while the server runs. This is what the REST
+/// layer, discovery and OpenAPI read, through [`Kind::info`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiResource {
+    /// API group, `""` for core.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    /// The URL segment, `deployments`.
+    pub plural: String,
+    /// `deployment`: the lower-case kind for built-in kinds, `spec.names.singular` for
+    /// custom resources.
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    /// The key segment: `/registry/<storage>/...` (see [`ResourceInfo::storage`]).
+    pub storage: String,
+}
+
+impl ApiResource {
+    /// `apps/v1`, or `v1` for core.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `deployments.apps`, as errors name the resource.
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource::new(&self.group, &self.plural)
+    }
+}
+
+impl From<ResourceInfo> for ApiResource {
+    fn from(info: ResourceInfo) -> Self {
+        let owned = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect();
+        ApiResource {
+            group: info.group.to_owned(),
+            version: info.version.to_owned(),
+            kind: info.kind.to_owned(),
+            plural: info.plural.to_owned(),
+            singular: info.singular(),
+            namespaced: info.namespaced,
+            short_names: owned(info.short_names),
+            categories: owned(info.categories),
+            storage: info.storage.to_owned(),
+        }
+    }
+}
+
 /// Where a kind keeps its replica counts, for the `scale` subresource (autoscaling/v1
 /// Scale). Paths are JSON pointers into the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScaleSpec {
     /// `/spec/replicas`.
-    pub spec_replicas: &'static str,
+    pub spec_replicas: Cow<'static, str>,
     /// `/status/replicas`.
-    pub status_replicas: &'static str,
+    pub status_replicas: Cow<'static, str>,
     /// The label selector (`/spec/selector`, a metav1.LabelSelector) printed into
-    /// `Scale.status.selector`.
-    pub selector: &'static str,
+    /// `Scale.status.selector`; custom resources keep it already in query form
+    /// (`labelSelectorPath`), and may have none.
+    pub selector: Option<Cow<'static, str>>,
 }
 
 /// The `scale` subresource of the kinds with `spec.replicas`, `status.replicas` and
 /// `spec.selector`: deployments, replicasets, statefulsets and replicationcontrollers (whose
 /// map selector the Scale prints in query form).
 pub const REPLICAS_SCALE: ScaleSpec = ScaleSpec {
-    spec_replicas: "/spec/replicas",
-    status_replicas: "/status/replicas",
-    selector: "/spec/selector",
+    spec_replicas: Cow::Borrowed("/spec/replicas"),
+    status_replicas: Cow::Borrowed("/status/replicas"),
+    selector: Some(Cow::Borrowed("/spec/selector")),
 };
 
 /// Every verb a main resource can serve, in upstream's (sorted) discovery order.
@@ -143,13 +202,13 @@ pub const VERBS_WITHOUT_DELETECOLLECTION: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TableColumn {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// `string`, `integer`, `number`, `boolean` or `date`.
     #[serde(rename = "type")]
-    pub type_: &'static str,
+    pub type_: Cow<'static, str>,
     /// `name` for the Name column, else empty.
-    pub format: &'static str,
-    pub description: &'static str,
+    pub format: Cow<'static, str>,
+    pub description: Cow<'static, str>,
     /// 0: always shown; 1: shown with `-o wide`.
     pub priority: i32,
 }
@@ -384,6 +443,51 @@ pub trait Strategy: Send + Sync + 'static {
         self.validate(new)
     }
 
+    /// Warnings for a valid new object (upstream's `WarningsOnCreate`), sent back as
+    /// `Warning: 299 - "<text>"` headers; computed after validation, dry runs included.
+    /// Default: none.
+    fn warnings_on_create(&self, _object: &Self::Object) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Warnings for a valid update of the main resource (upstream's `WarningsOnUpdate`),
+    /// given the new object (after [`Strategy::prepare_for_update`], with its generation)
+    /// and the stored one. Default: none.
+    fn warnings_on_update(&self, _new: &Self::Object, _old: &Self::Object) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Subresources that update one part of the object through the store, as `/status`
+    /// does but with their own rules (upstream: another REST storage over the same store
+    /// with its own strategy, `pods/ephemeralcontainers` and `pods/resize`). Each is served
+    /// with get, patch and update; discovery lists them with the kind's own kind. Default:
+    /// none.
+    fn part_subresources(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The PrepareForUpdate of part subresource `subresource`: `new` (the object the
+    /// client sent) becomes `old` with only what the subresource may change taken from
+    /// `new`. Metadata is the REST layer's (upstream's `ResetObjectMetaForStatus`).
+    fn prepare_for_part_update(
+        &self,
+        _subresource: &str,
+        _new: &mut Self::Object,
+        _old: &Self::Object,
+    ) {
+    }
+
+    /// The validation of an update through part subresource `subresource` (metadata
+    /// excepted). Default: none.
+    fn validate_part_update(
+        &self,
+        _subresource: &str,
+        _new: &Self::Object,
+        _old: &Self::Object,
+    ) -> ErrorList {
+        Vec::new()
+    }
+
     /// Work before a create is stored that needs other objects (a Service's cluster IP and
     /// node ports). Runs after validation.
     async fn admit_create(
@@ -472,7 +576,17 @@ pub trait Strategy: Send + Sync + 'static {
 /// A kind with its type erased: what the REST layer, discovery and OpenAPI use.
 #[async_trait]
 pub trait Kind: Send + Sync {
-    fn info(&self) -> &ResourceInfo;
+    fn info(&self) -> &ApiResource;
+    /// The CustomResourceDefinition a custom resource's kind comes from (its name);
+    /// `None` for built-in kinds.
+    fn definition(&self) -> Option<&str> {
+        None
+    }
+    /// A custom resource's `openAPIV3Schema` (JSON), which types its fields for
+    /// server-side apply; `None` for built-in kinds (typed by their OpenAPI definition).
+    fn structural_schema(&self) -> Option<&Value> {
+        None
+    }
     fn status_subresource(&self) -> bool;
     fn bumps_generation(&self) -> bool;
     fn scale(&self) -> Option<&ScaleSpec>;
@@ -494,6 +608,26 @@ pub trait Kind: Send + Sync {
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), ApiError>;
     fn validate(&self, object: &Value) -> Result<ErrorList, ApiError>;
     fn validate_update(&self, new: &Value, old: &Value) -> Result<ErrorList, ApiError>;
+    /// See [`Strategy::warnings_on_create`].
+    fn warnings_on_create(&self, object: &Value) -> Result<Vec<String>, ApiError>;
+    /// See [`Strategy::warnings_on_update`].
+    fn warnings_on_update(&self, new: &Value, old: &Value) -> Result<Vec<String>, ApiError>;
+    /// See [`Strategy::part_subresources`].
+    fn part_subresources(&self) -> &'static [&'static str];
+    /// See [`Strategy::prepare_for_part_update`].
+    fn prepare_for_part_update(
+        &self,
+        subresource: &str,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<(), ApiError>;
+    /// See [`Strategy::validate_part_update`].
+    fn validate_part_update(
+        &self,
+        subresource: &str,
+        new: &Value,
+        old: &Value,
+    ) -> Result<ErrorList, ApiError>;
     async fn admit_create(&self, ctx: &Context<'_>, object: &mut Value) -> Result<(), ApiError>;
     async fn admit_update(
         &self,
@@ -502,7 +636,11 @@ pub trait Kind: Send + Sync {
         old: &Value,
     ) -> Result<(), ApiError>;
     async fn before_delete(&self, ctx: &Context<'_>, object: &Value) -> Result<(), ApiError>;
-    fn selectable_fields(&self, object: &Value) -> Result<Vec<(&'static str, String)>, ApiError>;
+    /// See [`Strategy::selectable_fields`]; custom resources name theirs at run time.
+    fn selectable_fields(
+        &self,
+        object: &Value,
+    ) -> Result<Vec<(Cow<'static, str>, String)>, ApiError>;
     fn columns(&self) -> Vec<TableColumn>;
     fn row(&self, object: &Value) -> Result<Vec<Value>, ApiError>;
     fn graceful_delete(
@@ -518,6 +656,71 @@ pub trait Kind: Send + Sync {
     fn schema_name(&self) -> String;
     /// The type's JSON schema; referenced types are added to `generator`'s definitions.
     fn json_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
+}
+
+/// The kinds served now, changeable while the server runs: the built-in kinds from the
+/// start, custom resources as their definitions are established and removed (upstream's
+/// apiextensions-apiserver swaps its handler's `crdStorageMap` the same way). A request
+/// takes one [`Registry`] snapshot ([`LiveRegistry::current`]) and uses it to the end;
+/// a change publishes a new snapshot ([`LiveRegistry::update`]), which discovery and
+/// OpenAPI notice as a different `Arc` and re-render for.
+pub struct LiveRegistry {
+    current: std::sync::RwLock<Arc<Registry>>,
+    /// Counts the snapshots published, for those who wait for a change.
+    published: tokio::sync::watch::Sender<u64>,
+}
+
+impl LiveRegistry {
+    /// Serves `registry`'s kinds.
+    pub fn new(registry: Registry) -> Self {
+        LiveRegistry {
+            current: std::sync::RwLock::new(Arc::new(registry)),
+            published: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// [`LiveRegistry::new`], shared.
+    pub fn shared(registry: Registry) -> Arc<Self> {
+        Arc::new(LiveRegistry::new(registry))
+    }
+
+    /// The kinds served now.
+    pub fn current(&self) -> Arc<Registry> {
+        // A poisoned lock still holds a whole snapshot: writers only swap the `Arc`.
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Publishes the registry `change` makes of a copy of the current one. Changes are
+    /// serialized; readers keep the snapshot they hold.
+    pub fn update(&self, change: impl FnOnce(&mut Registry)) {
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut next = Registry::clone(&current);
+        change(&mut next);
+        *current = Arc::new(next);
+        self.published.send_modify(|count| *count += 1);
+    }
+
+    /// A receiver that sees each published change ([`tokio::sync::watch::Receiver::changed`]).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.published.subscribe()
+    }
+
+    /// Waits until `ready` holds for the current snapshot (checked at once, then after each
+    /// change).
+    pub async fn wait_for(&self, mut ready: impl FnMut(&Registry) -> bool) {
+        let mut changes = self.subscribe();
+        while !ready(&self.current()) {
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
 }
 
 /// Every kind the server serves.
@@ -536,6 +739,7 @@ impl Registry {
         events::add(&mut registry);
         authentication::add(&mut registry);
         authorization::add(&mut registry);
+        autoscaling::add(&mut registry);
         batch::add(&mut registry);
         certificates::add(&mut registry);
         networking::add(&mut registry);
@@ -543,6 +747,7 @@ impl Registry {
         rbac::add(&mut registry);
         storage::add(&mut registry);
         admissionregistration::add(&mut registry);
+        apiextensions::add(&mut registry);
         scheduling::add(&mut registry);
         coordination::add(&mut registry);
         node::add(&mut registry);
@@ -554,6 +759,16 @@ impl Registry {
     /// Adds a kind.
     pub fn add<S: Strategy>(&mut self, strategy: S) {
         self.kinds.push(Arc::new(Adapter::new(strategy)));
+    }
+
+    /// Adds a kind that is not a typed [`Strategy`] (a custom resource's).
+    pub fn add_kind(&mut self, kind: Arc<dyn Kind>) {
+        self.kinds.push(kind);
+    }
+
+    /// Removes the kinds `remove` picks.
+    pub fn remove_kinds(&mut self, mut remove: impl FnMut(&dyn Kind) -> bool) {
+        self.kinds.retain(|kind| !remove(kind.as_ref()));
     }
 
     /// Every kind, in the order added.

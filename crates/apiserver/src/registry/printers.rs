@@ -4,6 +4,7 @@
 //! label sets as `kubectl get` shows them, a pod template's containers and images, and
 //! the placeholders (`<none>`, `<unknown>`, `<unset>`) of empty cells.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
@@ -21,10 +22,10 @@ pub const fn column(
     priority: i32,
 ) -> TableColumn {
     TableColumn {
-        name,
-        type_,
-        format: "",
-        description,
+        name: Cow::Borrowed(name),
+        type_: Cow::Borrowed(type_),
+        format: Cow::Borrowed(""),
+        description: Cow::Borrowed(description),
         priority,
     }
 }
@@ -40,14 +41,16 @@ pub const fn wide(
 
 /// Upstream's Name column (its description is ObjectMeta.name's).
 pub const NAME: TableColumn = TableColumn {
-    name: "Name",
-    type_: "string",
-    format: "name",
-    description: "Name must be unique within a namespace. Is required when creating resources, \
+    name: Cow::Borrowed("Name"),
+    type_: Cow::Borrowed("string"),
+    format: Cow::Borrowed("name"),
+    description: Cow::Borrowed(
+        "Name must be unique within a namespace. Is required when creating resources, \
                   although some resources may allow a client to request the generation of an \
                   appropriate name automatically. Name is primarily intended for creation \
                   idempotence and configuration definition. Cannot be updated. More info: \
                   https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+    ),
     priority: 0,
 };
 

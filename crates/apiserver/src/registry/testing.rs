@@ -68,6 +68,20 @@ impl Server {
             .await
     }
 
+    /// Sends `body` as JSON with `content_type` (`application/strategic-merge-patch+json`,
+    /// `application/json-patch+json`, ...).
+    pub async fn send_as(
+        &self,
+        method: &str,
+        uri: &str,
+        content_type: &str,
+        body: &Value,
+    ) -> Reply {
+        let body = Body::from(body.to_string());
+        self.request(method, uri, content_type, "application/json", body)
+            .await
+    }
+
     /// A GET of `uri` as a meta.k8s.io/v1 Table; the status must be 200.
     pub async fn table(&self, uri: &str) -> Value {
         let reply = self

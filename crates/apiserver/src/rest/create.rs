@@ -12,9 +12,13 @@ use crate::error::ApiError;
 pub async fn serve(call: &Call, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let bytes = read_body(body).await?;
-    let (object, warnings) = call.decode_body(&parts.headers, &bytes)?;
+    let (object, mut warnings) = call.decode_body(&parts.headers, &bytes)?;
     let objects = call.objects();
     let ctx = objects.context();
-    let created = call.store().create(&ctx, call.namespace(), object).await?;
+    let store = call
+        .store()
+        .owned_by(super::managed::Ownership::of(call, &parts.headers));
+    let created = store.create(&ctx, call.namespace(), object).await?;
+    super::request::add_warnings(&mut warnings, store.take_warnings());
     Ok(call.respond(StatusCode::CREATED, &created, &warnings))
 }

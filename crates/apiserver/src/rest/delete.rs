@@ -91,7 +91,7 @@ fn success(call: &Call, object: &Value) -> Value {
         "uid": meta_string(object, "uid"),
     });
     if !info.group.is_empty() {
-        details["group"] = info.group.into();
+        details["group"] = info.group.clone().into();
     }
     json!({
         "kind": "Status",

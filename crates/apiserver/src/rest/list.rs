@@ -15,7 +15,7 @@ use super::request::Call;
 use super::store::{Store, storage_error};
 use super::table;
 use crate::error::ApiError;
-use crate::registry::ResourceInfo;
+use crate::registry::ApiResource;
 use crate::storage::{Revision, StorageError};
 
 /// Upstream's message for a continue token whose revision was compacted (the 410 carries a
@@ -119,7 +119,7 @@ pub async fn page(
         for (i, kv) in page.items.iter().enumerate() {
             after = Some(kv.key.clone());
             let object = store.decode(kv)?;
-            if predicate.matches(store.kind, &object)? {
+            if predicate.matches(store.kind.as_ref(), &object)? {
                 items.push(object);
             }
             if limit > 0 && items.len() == limit {
@@ -150,7 +150,7 @@ pub async fn page(
 }
 
 /// `{"kind": "<Kind>List", "apiVersion": ..., "metadata": ..., "items": [...]}`.
-pub fn list_object(info: &ResourceInfo, items: Vec<Value>, metadata: Value) -> Value {
+pub fn list_object(info: &ApiResource, items: Vec<Value>, metadata: Value) -> Value {
     json!({
         "kind": format!("{}List", info.kind),
         "apiVersion": info.api_version(),

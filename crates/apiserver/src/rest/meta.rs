@@ -29,7 +29,7 @@ pub fn set_identity(
     let info = kind.info();
     let map = object::as_map(object);
     map.insert("apiVersion".into(), info.api_version().into());
-    map.insert("kind".into(), info.kind.into());
+    map.insert("kind".into(), info.kind.as_str().into());
     let found = meta_str(object, "namespace").unwrap_or_default().to_owned();
     match (info.namespaced, namespace) {
         (true, Some(ns)) => {
@@ -55,7 +55,8 @@ pub fn set_identity(
     Ok(())
 }
 
-/// Upstream's BeforeCreate for metadata: clears what clients may not set, fills uid,
+/// Upstream's BeforeCreate for metadata: clears what clients may not set (managedFields
+/// are the field manager's: see [`super::managed`]), fills uid,
 /// creationTimestamp and generation (1 for kinds with a spec), and a name from
 /// generateName. Errors: 500 when `resourceVersion` is set, as upstream's storage.
 pub fn prepare_create(kind: &dyn Kind, object: &mut Value) -> Result<(), ApiError> {
@@ -68,7 +69,6 @@ pub fn prepare_create(kind: &dyn Kind, object: &mut Value) -> Result<(), ApiErro
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
         "selfLink",
-        "managedFields",
         "resourceVersion",
     ] {
         set_meta(object, field, None);
@@ -126,7 +126,6 @@ pub fn prepare_update(kind: &dyn Kind, new: &mut Value, old: &Value) {
     ] {
         set_meta(new, field, meta_get(old, field).cloned());
     }
-    set_meta(new, "managedFields", None);
     set_meta(new, "selfLink", None);
     if kind.bumps_generation() && object::spec_part(new) != object::spec_part(old) {
         let next = object::generation(old) + 1;

@@ -20,6 +20,7 @@ pub mod delete;
 pub mod duplicates;
 pub mod get;
 pub mod list;
+pub mod managed;
 pub mod meta;
 pub mod negotiation;
 pub mod object;
@@ -45,17 +46,19 @@ use std::time::Duration;
 use skiff_api::schema::Schemas;
 
 use crate::config::ClusterConfig;
-use crate::registry::Registry;
+use crate::registry::{LiveRegistry, Registry};
 use crate::storage::Storage;
 
 pub use router::router;
 
 /// Everything the handlers share.
 pub struct State {
-    pub registry: Registry,
+    /// The kinds served now (custom resources come and go while the server runs).
+    pub registry: Arc<LiveRegistry>,
     pub storage: Arc<dyn Storage>,
     pub config: ClusterConfig,
-    /// The kinds' OpenAPI schemas with patch strategies, for strategic merge patch.
+    /// The built-in kinds' OpenAPI schemas with patch strategies, for strategic merge
+    /// patch (which custom resources do not support, as upstream).
     pub schemas: Schemas,
     /// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK (upstream: about
     /// a minute).
@@ -67,7 +70,7 @@ impl State {
     pub fn new(registry: Registry, storage: Arc<dyn Storage>, config: ClusterConfig) -> Self {
         let schemas = patch::schemas(&registry);
         State {
-            registry,
+            registry: Arc::new(LiveRegistry::new(registry)),
             storage,
             config,
             schemas,

@@ -8,7 +8,7 @@ use super::State;
 use super::store::{DeleteOptions, Store, Target};
 use crate::authn::UserInfo;
 use crate::error::{ApiError, GroupResource};
-use crate::registry::{Context, Kind, Objects};
+use crate::registry::{Context, Objects};
 
 /// The server's objects as one request sees them.
 pub struct ServerObjects<'a> {
@@ -37,11 +37,12 @@ impl<'a> ServerObjects<'a> {
     }
 
     fn store(&self, resource: &GroupResource) -> Result<Store<'a>, ApiError> {
-        let kind: &'a dyn Kind = self
+        let kind = self
             .state
             .registry
+            .current()
             .by_resource(resource)
-            .map(|k| k.as_ref())
+            .cloned()
             .ok_or_else(|| {
                 ApiError::internal(format!("the server does not serve resource {resource}"))
             })?;
@@ -128,12 +129,8 @@ impl Objects for ServerObjects<'_> {
 
     fn namespaced_resources(&self) -> Vec<GroupResource> {
         // Unstored kinds (bindings) have no content to delete.
-        let stored = self
-            .state
-            .registry
-            .kinds()
-            .iter()
-            .filter(|k| k.unstored().is_none());
+        let registry = self.state.registry.current();
+        let stored = registry.kinds().iter().filter(|k| k.unstored().is_none());
         stored
             .map(|k| k.info())
             .filter(|info| info.namespaced)

@@ -44,6 +44,10 @@ pub struct Params {
     pub grace_period_seconds: Option<i64>,
     pub propagation_policy: Option<String>,
     pub orphan_dependents: Option<bool>,
+    /// `fieldManager` of writes (who managedFields record them for).
+    pub field_manager: Option<String>,
+    /// `force` of server-side apply (taking conflicting fields over).
+    pub force: Option<bool>,
 }
 
 impl Params {
@@ -107,6 +111,8 @@ impl Params {
                     params.propagation_policy = Some(value).filter(|v| !v.is_empty())
                 }
                 "orphanDependents" => params.orphan_dependents = Some(parse_bool(&key, &value)?),
+                "fieldManager" => params.field_manager = Some(value).filter(|v| !v.is_empty()),
+                "force" => params.force = Some(parse_bool(&key, &value)?),
                 _ => {}
             }
         }

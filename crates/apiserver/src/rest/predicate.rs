@@ -2,6 +2,8 @@
 //! `labelSelector` and `fieldSelector` parameters, with the fields every kind supports
 //! (`metadata.name`, `metadata.namespace`) and the kind's selectable fields.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 use skiff_api::selector::{FieldSelector, LabelSelector};
 
@@ -37,7 +39,7 @@ impl Predicate {
                 let converted = fields
                     .transform(|label, value| {
                         let field = conversion.convert(label)?;
-                        Ok(Some((field.to_owned(), value.to_owned())))
+                        Ok(Some((field.into_owned(), value.to_owned())))
                     })
                     .map_err(ApiError::bad_request)?;
                 Some(converted)
@@ -63,14 +65,17 @@ impl Predicate {
             return Ok(true);
         };
         let mut values = vec![
-            ("metadata.name", meta_string(object, "name")),
-            ("metadata.namespace", meta_string(object, "namespace")),
+            (Cow::Borrowed("metadata.name"), meta_string(object, "name")),
+            (
+                Cow::Borrowed("metadata.namespace"),
+                meta_string(object, "namespace"),
+            ),
         ];
         values.extend(kind.selectable_fields(object)?);
         Ok(selector.matches(&|field: &str| {
             values
                 .iter()
-                .find(|(name, _)| *name == field)
+                .find(|(name, _)| name == field)
                 .map(|(_, value)| value.clone())
         }))
     }
@@ -87,14 +92,17 @@ enum Conversion {
     /// The listed labels, each with the selectable field it reads; anything else is
     /// refused with `message(label)`.
     Listed {
-        labels: Vec<(&'static str, &'static str)>,
+        labels: Vec<(Cow<'static, str>, Cow<'static, str>)>,
         message: fn(&str) -> String,
     },
 }
 
 /// Labels a request may use unchanged.
-fn same(labels: &[&'static str]) -> Vec<(&'static str, &'static str)> {
-    labels.iter().map(|l| (*l, *l)).collect()
+fn same(labels: &[&'static str]) -> Vec<(Cow<'static, str>, Cow<'static, str>)> {
+    labels
+        .iter()
+        .map(|l| (Cow::Borrowed(*l), Cow::Borrowed(*l)))
+        .collect()
 }
 
 /// `field label not supported: x`, the message of most conversions.
@@ -108,11 +116,15 @@ impl Conversion {
     /// after this table) accepts those, metadata and `field label not supported`.
     fn of(kind: &dyn Kind) -> Self {
         let info = kind.info();
-        let listed = |labels: Vec<(&'static str, &'static str)>| Conversion::Listed {
+        let listed = |labels: Vec<(Cow<'static, str>, Cow<'static, str>)>| Conversion::Listed {
             labels,
             message: not_supported,
         };
-        match (info.group, info.version, info.kind) {
+        match (
+            info.group.as_str(),
+            info.version.as_str(),
+            info.kind.as_str(),
+        ) {
             ("", "v1", "Pod") => {
                 let mut labels = same(&[
                     "metadata.name",
@@ -128,7 +140,7 @@ impl Conversion {
                     "status.nominatedNodeName",
                 ]);
                 // Old v1 clients name the node `spec.host`.
-                labels.push(("spec.host", "spec.nodeName"));
+                labels.push(("spec.host".into(), "spec.nodeName".into()));
                 listed(labels)
             }
             ("", "v1", "Node") => listed(same(&["metadata.name", "spec.unschedulable"])),
@@ -161,24 +173,29 @@ impl Conversion {
                 "spec.type",
             ])),
             // events.k8s.io names map to the core/v1 fields both APIs select on.
-            ("events.k8s.io", "v1", "Event") => listed(vec![
-                ("reason", "reason"),
-                ("regarding.kind", "involvedObject.kind"),
-                ("regarding.namespace", "involvedObject.namespace"),
-                ("regarding.name", "involvedObject.name"),
-                ("regarding.uid", "involvedObject.uid"),
-                ("regarding.apiVersion", "involvedObject.apiVersion"),
-                (
-                    "regarding.resourceVersion",
-                    "involvedObject.resourceVersion",
-                ),
-                ("regarding.fieldPath", "involvedObject.fieldPath"),
-                ("reportingController", "reportingComponent"),
-                ("source", "source"),
-                ("type", "type"),
-                ("metadata.namespace", "metadata.namespace"),
-                ("metadata.name", "metadata.name"),
-            ]),
+            ("events.k8s.io", "v1", "Event") => listed(
+                [
+                    ("reason", "reason"),
+                    ("regarding.kind", "involvedObject.kind"),
+                    ("regarding.namespace", "involvedObject.namespace"),
+                    ("regarding.name", "involvedObject.name"),
+                    ("regarding.uid", "involvedObject.uid"),
+                    ("regarding.apiVersion", "involvedObject.apiVersion"),
+                    (
+                        "regarding.resourceVersion",
+                        "involvedObject.resourceVersion",
+                    ),
+                    ("regarding.fieldPath", "involvedObject.fieldPath"),
+                    ("reportingController", "reportingComponent"),
+                    ("source", "source"),
+                    ("type", "type"),
+                    ("metadata.namespace", "metadata.namespace"),
+                    ("metadata.name", "metadata.name"),
+                ]
+                .into_iter()
+                .map(|(label, field)| (Cow::Borrowed(label), Cow::Borrowed(field)))
+                .collect(),
+            ),
             ("batch", "v1", "Job") => Conversion::Listed {
                 labels: same(&["metadata.name", "metadata.namespace", "status.successful"]),
                 message: |label| format!("field label {label:?} not supported for Job"),
@@ -195,7 +212,7 @@ impl Conversion {
                     Conversion::MetaOnly
                 } else {
                     let mut labels = same(&["metadata.name", "metadata.namespace"]);
-                    labels.extend(same(&fields));
+                    labels.extend(fields.into_iter().map(|f| (f.clone(), f)));
                     listed(labels)
                 }
             }
@@ -204,26 +221,26 @@ impl Conversion {
 
     /// The selectable field `label` reads. Errors: upstream's message for a label the
     /// kind does not support.
-    fn convert(&self, label: &str) -> Result<&'static str, String> {
+    fn convert(&self, label: &str) -> Result<Cow<'static, str>, String> {
         match self {
             Conversion::MetaOnly => match label {
-                "metadata.name" => Ok("metadata.name"),
-                "metadata.namespace" => Ok("metadata.namespace"),
+                "metadata.name" => Ok(Cow::Borrowed("metadata.name")),
+                "metadata.namespace" => Ok(Cow::Borrowed("metadata.namespace")),
                 _ => Err(format!(
                     "{label:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
                 )),
             },
             Conversion::Listed { labels, message } => labels
                 .iter()
-                .find(|(name, _)| *name == label)
-                .map(|(_, field)| *field)
+                .find(|(name, _)| name == label)
+                .map(|(_, field)| field.clone())
                 .ok_or_else(|| message(label)),
         }
     }
 }
 
 /// The selectable fields a kind declares, found by asking it about an empty object.
-fn declared_fields(kind: &dyn Kind) -> Vec<&'static str> {
+fn declared_fields(kind: &dyn Kind) -> Vec<Cow<'static, str>> {
     let info = kind.info();
     let probe = serde_json::json!({
         "apiVersion": info.api_version(),

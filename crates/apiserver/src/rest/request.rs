@@ -20,6 +20,16 @@ use crate::authn::UserInfo;
 use crate::error::ApiError;
 use crate::registry::Kind;
 
+/// Appends the kind's warnings of a write to those of decoding, each text once (upstream
+/// records a request's warnings once each).
+pub fn add_warnings(warnings: &mut Vec<String>, found: Vec<String>) {
+    for text in found {
+        if !warnings.contains(&text) {
+            warnings.push(text);
+        }
+    }
+}
+
 /// One call of a verb on a kind.
 pub struct Call {
     pub state: Arc<State>,
@@ -35,7 +45,7 @@ pub struct Call {
 impl Call {
     /// The kind's store.
     pub fn store(&self) -> Store<'_> {
-        Store::new(&self.state, self.kind.as_ref())
+        Store::new(&self.state, self.kind.clone())
     }
 
     /// Other objects, for the kind's hooks (dry run as the call).
@@ -116,7 +126,7 @@ impl Call {
         }
         match map.get("kind").and_then(Value::as_str) {
             None | Some("") => {
-                map.insert("kind".into(), info.kind.into());
+                map.insert("kind".into(), info.kind.as_str().into());
             }
             Some(found) if found != info.kind => {
                 return Err(ApiError::bad_request(format!(

@@ -113,7 +113,7 @@ async fn route(
     if legacy_watch {
         segments.remove(0);
     }
-    let registry = &state.registry;
+    let registry = state.registry.current();
     let namespaced_collection = segments.len() >= 3
         && segments[0] == "namespaces"
         && registry
@@ -209,6 +209,21 @@ async fn dispatch(call: Call, request: Request) -> Result<Response, ApiError> {
             Method::PATCH => patch::serve(&call, Target::Status, request).await,
             _ => Err(method_not_allowed()),
         },
+        (true, Some(sub)) if call.kind.part_subresources().contains(&sub) => {
+            let part = call
+                .kind
+                .part_subresources()
+                .iter()
+                .find(|p| **p == sub)
+                .copied()
+                .ok_or_else(not_found)?;
+            match method {
+                Method::GET => get::serve(&call).await,
+                Method::PUT => update::serve(&call, Target::Part(part), request).await,
+                Method::PATCH => patch::serve(&call, Target::Part(part), request).await,
+                _ => Err(method_not_allowed()),
+            }
+        }
         (true, Some("scale")) if call.kind.scale().is_some() => {
             let spec = call.kind.scale().cloned().ok_or_else(not_found)?;
             scale::serve(&call, &spec, request).await

@@ -31,15 +31,15 @@ pub fn to_scale(spec: &ScaleSpec, object: &Value) -> Value {
         }
     }
     let replicas = |pointer: &str| object.pointer(pointer).and_then(Value::as_i64).unwrap_or(0);
-    let mut status = json!({ "replicas": replicas(spec.status_replicas) });
-    if let Some(selector) = object.pointer(spec.selector) {
+    let mut status = json!({ "replicas": replicas(&spec.status_replicas) });
+    if let Some(selector) = spec.selector.as_deref().and_then(|p| object.pointer(p)) {
         status["selector"] = format_selector(selector).into();
     }
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": metadata,
-        "spec": { "replicas": replicas(spec.spec_replicas) },
+        "spec": { "replicas": replicas(&spec.spec_replicas) },
         "status": status,
     })
 }
@@ -171,13 +171,14 @@ pub async fn serve(call: &Call, spec: &ScaleSpec, request: Request) -> Result<Re
             ));
         }
         let mut object = current.clone();
-        set_pointer(&mut object, spec.spec_replicas, replicas.into());
+        set_pointer(&mut object, &spec.spec_replicas, replicas.into());
         let rv = meta_string(&scale, "resourceVersion");
         super::object::set_meta(&mut object, "resourceVersion", Some(rv.into()));
         Ok(object)
     };
     let (updated, _) = call
         .store()
+        .owned_by(super::managed::Ownership::of(call, &parts.headers))
         .update(
             &ctx,
             call.namespace(),
@@ -216,9 +217,9 @@ mod tests {
     #[test]
     fn scale_reads_the_replica_fields() {
         let spec = ScaleSpec {
-            spec_replicas: "/spec/replicas",
-            status_replicas: "/status/replicas",
-            selector: "/spec/selector",
+            spec_replicas: "/spec/replicas".into(),
+            status_replicas: "/status/replicas".into(),
+            selector: Some("/spec/selector".into()),
         };
         let object = json!({
             "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7"},

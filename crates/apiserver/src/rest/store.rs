@@ -4,11 +4,14 @@
 //! handlers and [`super::objects`] both go through it, so that every write follows the
 //! same rules.
 
+use std::sync::Arc;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
 use serde_json::Value;
 use skiff_api::field::ErrorList;
 
 use super::State;
+use super::managed::{self, Ownership};
 use super::meta;
 use super::object::{self, meta_get, meta_str, meta_string, set_meta};
 use crate::error::{ApiError, GroupResource};
@@ -38,6 +41,9 @@ pub enum Target {
     /// Everything as given, without the kind's update hooks or validation (upstream's
     /// direct GuaranteedUpdate of subresources like `pods/binding`).
     Raw,
+    /// A part subresource of the kind ([`Kind::part_subresources`], `pods/resize`): the
+    /// part it may change, with its own rules; metadata and status stay.
+    Part(&'static str),
 }
 
 /// An update's new object, built from the current one (`None` when absent).
@@ -69,12 +75,70 @@ pub enum Deleted {
 /// The store of one kind.
 pub struct Store<'a> {
     pub state: &'a State,
-    pub kind: &'a dyn Kind,
+    pub kind: Arc<dyn Kind>,
+    /// The kind's warnings of the writes so far (upstream's warning recorder of the
+    /// request), each once.
+    warnings: std::sync::Mutex<Vec<String>>,
+    /// Whom writes record in managedFields (none by default).
+    pub ownership: Ownership,
 }
 
 impl<'a> Store<'a> {
-    pub fn new(state: &'a State, kind: &'a dyn Kind) -> Self {
-        Store { state, kind }
+    pub fn new(state: &'a State, kind: Arc<dyn Kind>) -> Self {
+        Store {
+            state,
+            kind,
+            warnings: std::sync::Mutex::new(Vec::new()),
+            ownership: Ownership::default(),
+        }
+    }
+
+    /// The store recording its writes' fields for `ownership`.
+    pub fn owned_by(mut self, ownership: Ownership) -> Self {
+        self.ownership = ownership;
+        self
+    }
+
+    /// Records the fields `new` changes from `live` (upstream `UpdateNoErrors` of the
+    /// write's field manager), unless the write records none or is an apply (whose
+    /// managedFields are made already).
+    fn track_fields(&self, live: Option<&Value>, new: Value) -> Value {
+        let Some(manager) = self.ownership.manager.as_deref() else {
+            return new;
+        };
+        if self.ownership.applied {
+            return new;
+        }
+        let definition = self.kind.schema_name();
+        let subresource = self.ownership.subresource.as_deref();
+        let fm = managed::field_manager(&self.state.schemas, &definition, &*self.kind, subresource);
+        let live = live.cloned().unwrap_or_else(|| fm.empty_object());
+        fm.update(&live, new, manager, chrono::Utc::now())
+    }
+
+    /// The warnings the kind gave for this store's writes ([`Kind::warnings_on_create`],
+    /// [`Kind::warnings_on_update`]), for the response's `Warning` headers; drained.
+    pub fn take_warnings(&self) -> Vec<String> {
+        match self.warnings.lock() {
+            Ok(mut warnings) => std::mem::take(&mut *warnings),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        }
+    }
+
+    /// Records `found`, each text once.
+    fn warn(&self, found: Vec<String>) {
+        if found.is_empty() {
+            return;
+        }
+        let mut warnings = match self.warnings.lock() {
+            Ok(warnings) => warnings,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for text in found {
+            if !warnings.contains(&text) {
+                warnings.push(text);
+            }
+        }
     }
 
     /// `pods`, `deployments.apps`, as errors name the kind.
@@ -89,7 +153,7 @@ impl<'a> Store<'a> {
 
     /// The key prefix of a namespace's objects, or of all objects when `None`.
     pub fn prefix(&self, namespace: Option<&str>) -> String {
-        let storage = self.kind.info().storage;
+        let storage = &self.kind.info().storage;
         match namespace.filter(|_| self.kind.info().namespaced) {
             Some(ns) => format!("/registry/{storage}/{ns}/"),
             None => format!("/registry/{storage}/"),
@@ -137,7 +201,12 @@ impl<'a> Store<'a> {
 
     fn invalid(&self, object: &Value, errors: &ErrorList) -> ApiError {
         let info = self.kind.info();
-        ApiError::invalid(info.group, info.kind, &meta_string(object, "name"), errors)
+        ApiError::invalid(
+            &info.group,
+            &info.kind,
+            &meta_string(object, "name"),
+            errors,
+        )
     }
 
     /// Creates `object` in `namespace` (upstream Store.Create with BeforeCreate):
@@ -150,18 +219,20 @@ impl<'a> Store<'a> {
         namespace: Option<&str>,
         mut object: Value,
     ) -> Result<Value, ApiError> {
-        meta::set_identity(self.kind, &mut object, namespace)?;
+        meta::set_identity(self.kind.as_ref(), &mut object, namespace)?;
         if let Some(ns) = namespace.filter(|_| self.kind.info().namespaced) {
             self.check_namespace(ns, &object).await?;
         }
         self.kind.default(&mut object)?;
-        meta::prepare_create(self.kind, &mut object)?;
+        meta::prepare_create(self.kind.as_ref(), &mut object)?;
+        object = self.track_fields(None, object);
         self.kind.prepare_for_create(&mut object)?;
-        let mut errors = meta::validate(self.kind, &object)?;
+        let mut errors = meta::validate(self.kind.as_ref(), &object)?;
         errors.extend(self.kind.validate(&object)?);
         if !errors.is_empty() {
             return Err(self.invalid(&object, &errors));
         }
+        self.warn(self.kind.warnings_on_create(&object)?);
         self.kind.admit_create(ctx, &mut object).await?;
         if ctx.dry_run {
             return Ok(object);
@@ -202,11 +273,13 @@ impl<'a> Store<'a> {
         let Some(kind) = self
             .state
             .registry
+            .current()
             .by_resource(&GroupResource::new("", "namespaces"))
+            .cloned()
         else {
             return Ok(());
         };
-        let namespaces = Store::new(self.state, kind.as_ref());
+        let namespaces = Store::new(self.state, kind);
         let found = namespaces.get(None, namespace).await?;
         let terminating =
             found.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
@@ -252,7 +325,9 @@ impl<'a> Store<'a> {
         let key = self.key(namespace, name);
         for _ in 0..MAX_ATTEMPTS {
             let Some(kv) = self.read(&key, name).await? else {
-                if target == Target::Main && self.kind.allow_create_on_update() {
+                if target == Target::Main
+                    && (self.kind.allow_create_on_update() || self.ownership.applied)
+                {
                     let mut object = build(None)?;
                     if meta_str(&object, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
                         return Err(ApiError::not_found(&self.resource(), name));
@@ -265,7 +340,7 @@ impl<'a> Store<'a> {
             let old = self.decode(&kv)?;
             let mut new = build(Some(&old))?;
             check_name(&mut new, name)?;
-            meta::set_identity(self.kind, &mut new, namespace)?;
+            meta::set_identity(self.kind.as_ref(), &mut new, namespace)?;
             let requested = meta_string(&new, "resourceVersion");
             let current = kv.mod_revision.to_string();
             if !requested.is_empty() && requested != current {
@@ -345,7 +420,8 @@ impl<'a> Store<'a> {
                 if self.kind.status_subresource() {
                     copy_status(old, new);
                 }
-                meta::prepare_update(self.kind, new, old);
+                *new = self.track_fields(Some(old), std::mem::take(new));
+                meta::prepare_update(self.kind.as_ref(), new, old);
                 self.kind.prepare_for_update(new, old)?;
             }
             Target::Status => {
@@ -356,17 +432,37 @@ impl<'a> Store<'a> {
                     "resourceVersion",
                     meta_get(new, "resourceVersion").cloned(),
                 );
-                *new = updated;
+                *new = self.track_fields(Some(old), updated);
                 self.kind.default(new)?;
+            }
+            Target::Part(subresource) => {
+                self.kind.default(new)?;
+                self.kind.prepare_for_part_update(subresource, new, old)?;
+                // Upstream's ResetObjectMetaForStatus: the stored metadata, with the
+                // request's resourceVersion precondition.
+                let version = meta_get(new, "resourceVersion").cloned();
+                if let (Some(map), Some(metadata)) = (new.as_object_mut(), old.get("metadata")) {
+                    map.insert("metadata".into(), metadata.clone());
+                }
+                set_meta(new, "resourceVersion", version);
+                *new = self.track_fields(Some(old), std::mem::take(new));
+                meta::prepare_update(self.kind.as_ref(), new, old);
             }
         }
         let mut errors = meta::validate_update(new, old)?;
-        errors.extend(self.kind.validate_update(new, old)?);
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(self.invalid(new, &errors))
+        match target {
+            Target::Part(subresource) => {
+                errors.extend(self.kind.validate_part_update(subresource, new, old)?);
+            }
+            _ => errors.extend(self.kind.validate_update(new, old)?),
         }
+        if !errors.is_empty() {
+            return Err(self.invalid(new, &errors));
+        }
+        if target == Target::Main {
+            self.warn(self.kind.warnings_on_update(new, old)?);
+        }
+        Ok(())
     }
 
     /// Deletes object `name` (upstream Store.Delete with BeforeDelete): preconditions,
@@ -460,7 +556,7 @@ impl<'a> Store<'a> {
             if *wanted != found {
                 let info = self.kind.info();
                 return Err(ApiError::conflict(
-                    &GroupResource::new(info.group, info.kind),
+                    &GroupResource::new(&info.group, &info.kind),
                     name,
                     &format!(
                         "the {label} in the precondition ({wanted}) does not match the {label} in record ({found}). {hint}"

@@ -17,17 +17,17 @@ const META_API_VERSION: &str = "meta.k8s.io/v1";
 fn default_columns() -> Vec<TableColumn> {
     vec![
         TableColumn {
-            name: "Name",
-            type_: "string",
-            format: "name",
-            description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+            name: "Name".into(),
+            type_: "string".into(),
+            format: "name".into(),
+            description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names".into(),
             priority: 0,
         },
         TableColumn {
-            name: "Created At",
-            type_: "date",
-            format: "",
-            description: "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+            name: "Created At".into(),
+            type_: "date".into(),
+            format: "".into(),
+            description: "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata".into(),
             priority: 0,
         },
     ]

@@ -11,16 +11,19 @@ use super::request::Call;
 use super::store::Target;
 use crate::error::ApiError;
 
-/// Serves `PUT .../<plural>/<name>` (`Target::Main`) and `.../<name>/status`.
+/// Serves `PUT .../<plural>/<name>` (`Target::Main`), `.../<name>/status` and the kind's
+/// part subresources; the response carries the kind's warnings.
 pub async fn serve(call: &Call, target: Target, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let bytes = read_body(body).await?;
-    let (object, warnings) = call.decode_body(&parts.headers, &bytes)?;
+    let (object, mut warnings) = call.decode_body(&parts.headers, &bytes)?;
     let objects = call.objects();
     let ctx = objects.context();
     let mut build = |_: Option<&Value>| Ok(object.clone());
-    let (updated, created) = call
+    let store = call
         .store()
+        .owned_by(super::managed::Ownership::of(call, &parts.headers));
+    let (updated, created) = store
         .update(
             &ctx,
             call.namespace(),
@@ -30,6 +33,7 @@ pub async fn serve(call: &Call, target: Target, request: Request) -> Result<Resp
             false,
         )
         .await?;
+    super::request::add_warnings(&mut warnings, store.take_warnings());
     let code = if created {
         StatusCode::CREATED
     } else {

@@ -54,6 +54,7 @@ pub fn default_pod_spec(spec: &mut PodSpec) {
     for container in containers_mut(spec) {
         default_container(container);
     }
+    super::ephemeral::default_ephemeral_containers(spec);
     for volume in spec.volumes.iter_mut().flatten() {
         default_volume(volume);
     }

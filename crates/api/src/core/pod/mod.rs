@@ -1,12 +1,16 @@
 //! Pods: defaulting, validation and the QoS class (upstream `pkg/apis/core/v1/defaults.go`,
-//! `pkg/apis/core/validation/validation.go` `ValidatePod*`, `pkg/apis/core/helper/qos`).
+//! `pkg/apis/core/validation/validation.go` `ValidatePod*`, `pkg/apis/core/helper/qos`),
+//! ephemeral containers, in-place resize and warnings (`pkg/api/pod/warnings.go`).
 
 pub mod defaults;
+pub mod ephemeral;
 mod probe;
 pub mod qos;
+pub mod resize;
 pub mod template;
 pub mod validation;
 mod volumes;
+pub mod warnings;
 
 pub use defaults::{default_image_pull_policy, default_pod, default_pod_spec};
 pub use template::validate_pod_template_spec;

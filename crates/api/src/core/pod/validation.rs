@@ -56,6 +56,16 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &Path) -> ErrorList {
             &mut names,
         );
     }
+    super::ephemeral::validate_ephemeral_containers(
+        &mut errors,
+        spec,
+        path,
+        &mut |errors, p, c, seen| {
+            let mut borrowed: HashSet<&str> = seen.iter().map(String::as_str).collect();
+            validate_container(errors, p, c, &volumes, &mut borrowed);
+            seen.insert(c.name.clone());
+        },
+    );
     one_of(
         &mut errors,
         &path.child("restartPolicy"),

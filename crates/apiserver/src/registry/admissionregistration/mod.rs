@@ -495,7 +495,7 @@ mod tests {
             let info = kind.map(|k| k.info().clone());
             assert_eq!(
                 info.map(|i| (i.namespaced, i.categories)),
-                Some((false, CATEGORIES)),
+                Some((false, CATEGORIES.iter().map(|c| c.to_string()).collect())),
                 "{plural}"
             );
         }

@@ -3,6 +3,7 @@
 use k8s_openapi::api::apps::v1::DaemonSet;
 use serde_json::Value;
 use skiff_api::apps::daemon_set;
+use skiff_api::core::pod::warnings;
 use skiff_api::field::ErrorList;
 
 use crate::registry::printers::{self, AGE, CONTAINERS, IMAGES, NAME, SELECTOR, column};
@@ -69,6 +70,16 @@ impl Strategy for DaemonSets {
 
     fn validate(&self, object: &DaemonSet) -> ErrorList {
         daemon_set::validate(object)
+    }
+
+    fn warnings_on_create(&self, object: &DaemonSet) -> Vec<String> {
+        warnings::daemon_set_create_warnings(object)
+    }
+
+    /// The template's warnings when the template (and so its template generation) changed.
+    fn warnings_on_update(&self, new: &DaemonSet, old: &DaemonSet) -> Vec<String> {
+        let changed = new.spec.template != old.spec.template;
+        warnings::template_update_warnings(changed, &new.spec.template)
     }
 
     fn validate_update(&self, new: &DaemonSet, old: &DaemonSet) -> ErrorList {

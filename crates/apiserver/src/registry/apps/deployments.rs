@@ -3,6 +3,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use serde_json::Value;
 use skiff_api::apps::deployment;
+use skiff_api::core::pod::warnings;
 use skiff_api::field::ErrorList;
 
 use crate::registry::printers::{self, AGE, CONTAINERS, IMAGES, NAME, SELECTOR, column};
@@ -48,6 +49,16 @@ impl Strategy for Deployments {
 
     fn validate_update(&self, new: &Deployment, old: &Deployment) -> ErrorList {
         deployment::validate_update(new, old)
+    }
+
+    fn warnings_on_create(&self, object: &Deployment) -> Vec<String> {
+        warnings::workload_create_warnings(object.metadata.name.as_deref(), &object.spec.template)
+    }
+
+    /// The template's warnings when the generation changed.
+    fn warnings_on_update(&self, new: &Deployment, old: &Deployment) -> Vec<String> {
+        let changed = new.metadata.generation != old.metadata.generation;
+        warnings::template_update_warnings(changed, &new.spec.template)
     }
 
     fn columns(&self) -> Vec<TableColumn> {
@@ -111,7 +122,8 @@ mod tests {
             "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2},
         }))
         .unwrap();
-        let names: Vec<&str> = Deployments.columns().iter().map(|c| c.name).collect();
+        let columns = Deployments.columns();
+    let names: Vec<&str> = columns.iter().map(|c| &*c.name).collect();
         assert_eq!(
             names,
             [

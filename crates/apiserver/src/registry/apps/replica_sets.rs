@@ -3,6 +3,7 @@
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 use skiff_api::apps::replica_set;
+use skiff_api::core::pod::warnings;
 use skiff_api::field::ErrorList;
 
 use crate::registry::printers::{self, AGE, CONTAINERS, IMAGES, NAME, SELECTOR, column};
@@ -45,6 +46,18 @@ impl Strategy for ReplicaSets {
 
     fn validate(&self, object: &ReplicaSet) -> ErrorList {
         replica_set::validate(object)
+    }
+
+    fn warnings_on_create(&self, object: &ReplicaSet) -> Vec<String> {
+        let template = object.spec.template.clone().unwrap_or_default();
+        warnings::workload_create_warnings(object.metadata.name.as_deref(), &template)
+    }
+
+    /// The template's warnings when the generation changed.
+    fn warnings_on_update(&self, new: &ReplicaSet, old: &ReplicaSet) -> Vec<String> {
+        let changed = new.metadata.generation != old.metadata.generation;
+        let template = new.spec.template.clone().unwrap_or_default();
+        warnings::template_update_warnings(changed, &template)
     }
 
     fn validate_update(&self, new: &ReplicaSet, old: &ReplicaSet) -> ErrorList {

@@ -3,6 +3,7 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use serde_json::Value;
 use skiff_api::apps::stateful_set;
+use skiff_api::core::pod::warnings;
 use skiff_api::field::ErrorList;
 
 use crate::registry::printers::{self, AGE, CONTAINERS, IMAGES, NAME, column};
@@ -50,6 +51,14 @@ impl Strategy for StatefulSets {
 
     fn validate(&self, object: &StatefulSet) -> ErrorList {
         stateful_set::validate(object)
+    }
+
+    fn warnings_on_create(&self, object: &StatefulSet) -> Vec<String> {
+        warnings::stateful_set_warnings(object, None)
+    }
+
+    fn warnings_on_update(&self, new: &StatefulSet, old: &StatefulSet) -> Vec<String> {
+        warnings::stateful_set_warnings(new, Some(old))
     }
 
     fn validate_update(&self, new: &StatefulSet, old: &StatefulSet) -> ErrorList {

@@ -571,8 +571,10 @@ mod tests {
     async fn reviews_serve_create_only() {
         use tower::ServiceExt;
         let registry = crate::registry::Registry::builtin();
-        let app: axum::Router =
-            crate::discovery::router(&registry, crate::discovery::testing::addresses());
+        let app: axum::Router = crate::discovery::router(
+            crate::registry::LiveRegistry::shared(registry.clone()),
+            crate::discovery::testing::addresses(),
+        );
         let expected = [
             (
                 "authentication.k8s.io",

@@ -3,6 +3,7 @@
 use k8s_openapi::api::batch::v1::CronJob;
 use serde_json::Value;
 use skiff_api::batch::cron_job;
+use skiff_api::core::pod::warnings;
 use skiff_api::field::ErrorList;
 
 use crate::registry::printers::{self, AGE, CONTAINERS, IMAGES, NAME, SELECTOR, column};
@@ -50,6 +51,14 @@ impl Strategy for CronJobs {
 
     fn validate(&self, object: &CronJob) -> ErrorList {
         cron_job::validate(object, &zone_exists)
+    }
+
+    fn warnings_on_create(&self, object: &CronJob) -> Vec<String> {
+        warnings::cron_job_warnings(object, None)
+    }
+
+    fn warnings_on_update(&self, new: &CronJob, old: &CronJob) -> Vec<String> {
+        warnings::cron_job_warnings(new, Some(old))
     }
 
     fn validate_update(&self, new: &CronJob, old: &CronJob) -> ErrorList {

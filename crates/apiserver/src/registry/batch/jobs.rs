@@ -3,6 +3,7 @@
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use serde_json::Value;
 use skiff_api::batch::job;
+use skiff_api::core::pod::warnings;
 use skiff_api::field::ErrorList;
 
 use crate::registry::printers::{self, AGE, CONTAINERS, IMAGES, NAME, SELECTOR, column};
@@ -100,6 +101,14 @@ impl Strategy for Jobs {
 
     fn validate(&self, object: &Job) -> ErrorList {
         job::validate(object)
+    }
+
+    fn warnings_on_create(&self, object: &Job) -> Vec<String> {
+        warnings::job_warnings(object, None)
+    }
+
+    fn warnings_on_update(&self, new: &Job, old: &Job) -> Vec<String> {
+        warnings::job_warnings(new, Some(old))
     }
 
     fn validate_update(&self, new: &Job, old: &Job) -> ErrorList {

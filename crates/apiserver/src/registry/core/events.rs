@@ -102,8 +102,8 @@ impl Strategy for Events {
                 "The number of times this event has occurred.",
             ),
             TableColumn {
-                format: "name",
-                ..wide("Name", "string", NAME.description)
+                format: "name".into(),
+                ..wide("Name", "string", &NAME.description)
             },
         ]
     }

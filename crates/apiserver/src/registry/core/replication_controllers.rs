@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::core::v1::{PodTemplate, ReplicationController};
 use serde_json::{Value, json};
+use skiff_api::core::pod::warnings;
 use skiff_api::core::replication_controller as rc;
 use skiff_api::field::ErrorList;
 
@@ -51,6 +52,18 @@ impl Strategy for ReplicationControllers {
 
     fn validate(&self, object: &ReplicationController) -> ErrorList {
         rc::validate(object)
+    }
+
+    fn warnings_on_create(&self, object: &ReplicationController) -> Vec<String> {
+        warnings::replication_controller_warnings(object, None)
+    }
+
+    fn warnings_on_update(
+        &self,
+        new: &ReplicationController,
+        old: &ReplicationController,
+    ) -> Vec<String> {
+        warnings::replication_controller_warnings(new, Some(old))
     }
 
     fn validate_update(
@@ -135,6 +148,14 @@ impl Strategy for PodTemplates {
 
     fn default(&self, object: &mut PodTemplate) {
         rc::default_pod_template(object);
+    }
+
+    fn warnings_on_create(&self, object: &PodTemplate) -> Vec<String> {
+        warnings::pod_template_warnings(object, None)
+    }
+
+    fn warnings_on_update(&self, new: &PodTemplate, old: &PodTemplate) -> Vec<String> {
+        warnings::pod_template_warnings(new, Some(old))
     }
 
     fn validate(&self, object: &PodTemplate) -> ErrorList {

@@ -369,7 +369,7 @@ mod tests {
             port: 6443,
         };
         for _ in 0..2 {
-            crate::bootstrap::run(&server.state.registry, &objects, endpoint)
+            crate::bootstrap::run(&server.state.registry.current(), &objects, endpoint)
                 .await
                 .expect("bootstrap");
         }

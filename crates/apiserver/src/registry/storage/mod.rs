@@ -279,7 +279,7 @@ impl Strategy for VolumeAttachments {
 
     fn columns(&self) -> Vec<TableColumn> {
         let attacher = TableColumn {
-            format: "name",
+            format: "name".into(),
             ..column("Attacher", "string", VA_ATTACHER, 0)
         };
         vec![

@@ -2,6 +2,7 @@
 //! hooks, a Deployment with status and scale, a Pod with graceful deletion, a Lease
 //! created on update, Namespaces), driven with `tower::ServiceExt::oneshot`.
 
+mod apply;
 mod core_kinds;
 mod memory;
 mod namespace_deletion;
@@ -57,9 +58,9 @@ impl Strategy for Deployments {
     }
     fn scale(&self) -> Option<ScaleSpec> {
         Some(ScaleSpec {
-            spec_replicas: "/spec/replicas",
-            status_replicas: "/status/replicas",
-            selector: "/spec/selector",
+            spec_replicas: "/spec/replicas".into(),
+            status_replicas: "/status/replicas".into(),
+            selector: Some("/spec/selector".into()),
         })
     }
     fn validate(&self, object: &Deployment) -> ErrorList {
@@ -75,11 +76,11 @@ impl Strategy for Deployments {
         Vec::new()
     }
     fn columns(&self) -> Vec<TableColumn> {
-        let column = |name, type_, priority| TableColumn {
-            name,
-            type_,
-            format: if name == "Name" { "name" } else { "" },
-            description: "",
+        let column = |name: &'static str, type_: &'static str, priority| TableColumn {
+            name: name.into(),
+            type_: type_.into(),
+            format: if name == "Name" { "name" } else { "" }.into(),
+            description: "".into(),
             priority,
         };
         vec![

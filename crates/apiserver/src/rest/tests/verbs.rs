@@ -679,8 +679,12 @@ async fn patches_of_every_type() {
     assert_eq!(scaled.body["spec"]["replicas"], 5);
 
     let apply = [("content-type", "application/apply-patch+yaml")];
-    let unsupported = send_with(&app, "PATCH", &url, &apply, "{}").await;
-    assert_eq!(unsupported.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let unnamed = send_with(&app, "PATCH", &url, &apply, "{}").await;
+    assert_eq!(unnamed.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        unnamed.body["message"],
+        r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch"#
+    );
     let missing = send(&app, "PATCH", &format!("{DEPLOYMENTS}/nope"), "{}").await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     let broken = send_with(

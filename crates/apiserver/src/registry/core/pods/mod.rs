@@ -1,6 +1,7 @@
 //! Pods (upstream `pkg/registry/core/pod`): defaulting and validation from skiff-api,
-//! status, selectable fields, graceful deletion, the table of `kubectl get pods`, and the
-//! `binding` and `eviction` subresources.
+//! status, selectable fields, graceful deletion, the table of `kubectl get pods`, warnings
+//! on create, the `binding` and `eviction` subresources, and the `ephemeralcontainers` and
+//! `resize` part subresources.
 
 mod admission;
 pub(super) mod binding;
@@ -13,7 +14,9 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use serde_json::Value;
 use skiff_api::core::pod::qos::pod_qos;
-use skiff_api::core::pod::{default_pod, validate_pod, validate_pod_update};
+use skiff_api::core::pod::{
+    default_pod, ephemeral, resize, validate_pod, validate_pod_update, warnings,
+};
 use skiff_api::field::ErrorList;
 
 use crate::error::ApiError;
@@ -21,6 +24,11 @@ use crate::registry::{Context, ResourceInfo, Strategy, Subresource, TableColumn}
 
 /// The pods kind.
 pub struct Pods;
+
+/// The subresource that adds ephemeral containers.
+const EPHEMERAL_CONTAINERS: &str = "ephemeralcontainers";
+/// The subresource that changes container resources.
+const RESIZE: &str = "resize";
 
 #[async_trait]
 impl Strategy for Pods {
@@ -100,12 +108,45 @@ impl Strategy for Pods {
         }
     }
 
+    /// Upstream ValidatePodCreate: also no ephemeral containers.
     fn validate(&self, pod: &Pod) -> ErrorList {
-        validate_pod(pod)
+        let mut errors = validate_pod(pod);
+        errors.extend(ephemeral::validate_no_ephemeral_containers_on_create(pod));
+        errors
     }
 
     fn validate_update(&self, new: &Pod, old: &Pod) -> ErrorList {
         validate_pod_update(new, old)
+    }
+
+    /// Upstream WarningsOnCreate: a name that is no DNS label, and the pod's warnings.
+    /// Updates have none (upstream's WarningsOnUpdate returns nil).
+    fn warnings_on_create(&self, pod: &Pod) -> Vec<String> {
+        warnings::pod_create_warnings(pod)
+    }
+
+    /// `ephemeralcontainers` (what `kubectl debug` patches) and `resize` (in-place
+    /// vertical scaling, beta and on by default in 1.33).
+    fn part_subresources(&self) -> &'static [&'static str] {
+        &[EPHEMERAL_CONTAINERS, RESIZE]
+    }
+
+    /// Upstream podEphemeralContainersStrategy and podResizeStrategy PrepareForUpdate.
+    fn prepare_for_part_update(&self, subresource: &str, new: &mut Pod, old: &Pod) {
+        match subresource {
+            EPHEMERAL_CONTAINERS => ephemeral::drop_non_ephemeral_container_updates(new, old),
+            RESIZE => resize::drop_non_resize_updates(new, old),
+            _ => {}
+        }
+    }
+
+    /// Upstream ValidatePodEphemeralContainersUpdate and ValidatePodResize.
+    fn validate_part_update(&self, subresource: &str, new: &Pod, old: &Pod) -> ErrorList {
+        match subresource {
+            EPHEMERAL_CONTAINERS => ephemeral::validate_pod_ephemeral_containers_update(new, old),
+            RESIZE => resize::validate_pod_resize(new, old),
+            _ => Vec::new(),
+        }
     }
 
     async fn admit_create(&self, ctx: &Context<'_>, pod: &mut Pod) -> Result<(), ApiError> {
@@ -181,5 +222,7 @@ impl Strategy for Pods {
     }
 }
 
+#[cfg(test)]
+mod rest_tests;
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,8 @@ fn status_cells(p: &Pod) -> (Value, Value, Value) {
 
 #[test]
 fn columns_match_the_row_and_upstream_names() {
-    let names: Vec<&str> = Pods.columns().iter().map(|c| c.name).collect();
+    let columns = Pods.columns();
+    let names: Vec<&str> = columns.iter().map(|c| &*c.name).collect();
     assert_eq!(
         names,
         [
@@ -186,7 +187,7 @@ fn core_kinds_are_registered_with_upstream_names() {
     let pods = registry.lookup("", "v1", "pods").map(|k| k.info().clone());
     assert_eq!(
         pods.map(|i| (i.short_names, i.categories, i.namespaced)),
-        Some((&["po"][..], &["all"][..], true))
+        Some((vec!["po".to_owned()], vec!["all".to_owned()], true))
     );
     let nodes = registry
         .lookup("", "v1", "nodes")

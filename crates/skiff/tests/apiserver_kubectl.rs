@@ -23,6 +23,9 @@ apiserver_cases! {
     delete_cascade,
     wait,
     discovery,
+    explain_enums,
+    api_resources_all,
+    custom_resources,
     pagination,
     errors,
     version_skew_1_27,
@@ -901,6 +904,30 @@ fn wait(server: Server) {
     );
 }
 
+/// `kubectl explain` of an enum field prints its values (upstream's OpenAPI `enum`) and
+/// the `Possible enum values:` paragraph of its description.
+fn explain_enums(server: Server) {
+    let out = server.kubectl_ok(&["explain", "pod.spec.restartPolicy"]);
+    assert!(
+        out.contains("restartPolicy") && out.contains("ENUM:"),
+        "{out}"
+    );
+    let listed: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("ENUM:"))
+        .skip(1)
+        .take(3)
+        .map(str::trim)
+        .collect();
+    assert_eq!(listed, ["Always", "Never", "OnFailure"], "{out}");
+    assert!(out.contains("Possible enum values:"), "{out}");
+    let out = server.kubectl_ok(&["explain", "service.spec.type"]);
+    assert!(
+        out.contains("ENUM:") && out.contains("ExternalName"),
+        "{out}"
+    );
+}
+
 /// api-versions, api-resources, explain and the raw discovery documents.
 fn discovery(server: Server) {
     let versions: Vec<String> = server
@@ -1108,6 +1135,258 @@ fn discovery(server: Server) {
     let group = json_of(&server.kubectl_ok(&["get", "--raw", "/apis/apps/v1"]));
     assert_eq!(group["kind"], "APIResourceList");
     assert_eq!(group["groupVersion"], "apps/v1");
+}
+
+/// The cells of a kubectl table by its header's column positions (cells may be empty, as
+/// SHORTNAMES often are).
+fn columns(text: &str) -> Vec<Vec<String>> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let mut starts = Vec::new();
+    let mut previous = ' ';
+    for (i, c) in header.char_indices() {
+        if c != ' ' && previous == ' ' {
+            starts.push(i);
+        }
+        previous = c;
+    }
+    lines
+        .map(|line| {
+            starts
+                .iter()
+                .enumerate()
+                .map(|(n, start)| {
+                    let end = starts.get(n + 1).copied().unwrap_or(line.len());
+                    line.get(*start..end.min(line.len()))
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// `[a b]` or `a,b` as a list.
+fn list_cell(cell: &str) -> Vec<String> {
+    cell.trim_matches(|c| c == '[' || c == ']')
+        .split([' ', ','])
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `kubectl api-resources -o wide` lists exactly the 60 resource types kube-apiserver
+/// 1.33.3 serves by default, with upstream's names, short names, versions, scopes, kinds,
+/// verbs and categories.
+fn api_resources_all(server: Server) {
+    const ALL: &str = "create,delete,deletecollection,get,list,patch,update,watch";
+    const NS: &str = "create,delete,get,list,patch,update,watch";
+    #[rustfmt::skip]
+    let expected: &[(&str, &str, &str, bool, &str, &str, &str)] = &[
+        ("bindings", "", "v1", true, "Binding", "create", ""),
+        ("componentstatuses", "cs", "v1", false, "ComponentStatus", "get,list", ""),
+        ("configmaps", "cm", "v1", true, "ConfigMap", ALL, ""),
+        ("endpoints", "ep", "v1", true, "Endpoints", ALL, ""),
+        ("events", "ev", "v1", true, "Event", ALL, ""),
+        ("limitranges", "limits", "v1", true, "LimitRange", ALL, ""),
+        ("namespaces", "ns", "v1", false, "Namespace", NS, ""),
+        ("nodes", "no", "v1", false, "Node", ALL, ""),
+        ("persistentvolumeclaims", "pvc", "v1", true, "PersistentVolumeClaim", ALL, ""),
+        ("persistentvolumes", "pv", "v1", false, "PersistentVolume", ALL, ""),
+        ("pods", "po", "v1", true, "Pod", ALL, "all"),
+        ("podtemplates", "", "v1", true, "PodTemplate", ALL, ""),
+        ("replicationcontrollers", "rc", "v1", true, "ReplicationController", ALL, "all"),
+        ("resourcequotas", "quota", "v1", true, "ResourceQuota", ALL, ""),
+        ("secrets", "", "v1", true, "Secret", ALL, ""),
+        ("serviceaccounts", "sa", "v1", true, "ServiceAccount", ALL, ""),
+        ("services", "svc", "v1", true, "Service", ALL, "all"),
+        ("mutatingwebhookconfigurations", "", "admissionregistration.k8s.io/v1", false, "MutatingWebhookConfiguration", ALL, "api-extensions"),
+        ("validatingadmissionpolicies", "", "admissionregistration.k8s.io/v1", false, "ValidatingAdmissionPolicy", ALL, "api-extensions"),
+        ("validatingadmissionpolicybindings", "", "admissionregistration.k8s.io/v1", false, "ValidatingAdmissionPolicyBinding", ALL, "api-extensions"),
+        ("validatingwebhookconfigurations", "", "admissionregistration.k8s.io/v1", false, "ValidatingWebhookConfiguration", ALL, "api-extensions"),
+        ("customresourcedefinitions", "crd,crds", "apiextensions.k8s.io/v1", false, "CustomResourceDefinition", ALL, "api-extensions"),
+        ("apiservices", "", "apiregistration.k8s.io/v1", false, "APIService", ALL, "api-extensions"),
+        ("controllerrevisions", "", "apps/v1", true, "ControllerRevision", ALL, ""),
+        ("daemonsets", "ds", "apps/v1", true, "DaemonSet", ALL, "all"),
+        ("deployments", "deploy", "apps/v1", true, "Deployment", ALL, "all"),
+        ("replicasets", "rs", "apps/v1", true, "ReplicaSet", ALL, "all"),
+        ("statefulsets", "sts", "apps/v1", true, "StatefulSet", ALL, "all"),
+        ("selfsubjectreviews", "", "authentication.k8s.io/v1", false, "SelfSubjectReview", "create", ""),
+        ("tokenreviews", "", "authentication.k8s.io/v1", false, "TokenReview", "create", ""),
+        ("localsubjectaccessreviews", "", "authorization.k8s.io/v1", true, "LocalSubjectAccessReview", "create", ""),
+        ("selfsubjectaccessreviews", "", "authorization.k8s.io/v1", false, "SelfSubjectAccessReview", "create", ""),
+        ("selfsubjectrulesreviews", "", "authorization.k8s.io/v1", false, "SelfSubjectRulesReview", "create", ""),
+        ("subjectaccessreviews", "", "authorization.k8s.io/v1", false, "SubjectAccessReview", "create", ""),
+        ("horizontalpodautoscalers", "hpa", "autoscaling/v2", true, "HorizontalPodAutoscaler", ALL, "all"),
+        ("cronjobs", "cj", "batch/v1", true, "CronJob", ALL, "all"),
+        ("jobs", "", "batch/v1", true, "Job", ALL, "all"),
+        ("certificatesigningrequests", "csr", "certificates.k8s.io/v1", false, "CertificateSigningRequest", ALL, ""),
+        ("leases", "", "coordination.k8s.io/v1", true, "Lease", ALL, ""),
+        ("endpointslices", "", "discovery.k8s.io/v1", true, "EndpointSlice", ALL, ""),
+        ("events", "ev", "events.k8s.io/v1", true, "Event", ALL, ""),
+        ("flowschemas", "", "flowcontrol.apiserver.k8s.io/v1", false, "FlowSchema", ALL, ""),
+        ("prioritylevelconfigurations", "", "flowcontrol.apiserver.k8s.io/v1", false, "PriorityLevelConfiguration", ALL, ""),
+        ("ingressclasses", "", "networking.k8s.io/v1", false, "IngressClass", ALL, ""),
+        ("ingresses", "ing", "networking.k8s.io/v1", true, "Ingress", ALL, ""),
+        ("ipaddresses", "ip", "networking.k8s.io/v1", false, "IPAddress", ALL, ""),
+        ("networkpolicies", "netpol", "networking.k8s.io/v1", true, "NetworkPolicy", ALL, ""),
+        ("servicecidrs", "", "networking.k8s.io/v1", false, "ServiceCIDR", ALL, ""),
+        ("runtimeclasses", "", "node.k8s.io/v1", false, "RuntimeClass", ALL, ""),
+        ("poddisruptionbudgets", "pdb", "policy/v1", true, "PodDisruptionBudget", ALL, ""),
+        ("clusterrolebindings", "", "rbac.authorization.k8s.io/v1", false, "ClusterRoleBinding", ALL, ""),
+        ("clusterroles", "", "rbac.authorization.k8s.io/v1", false, "ClusterRole", ALL, ""),
+        ("rolebindings", "", "rbac.authorization.k8s.io/v1", true, "RoleBinding", ALL, ""),
+        ("roles", "", "rbac.authorization.k8s.io/v1", true, "Role", ALL, ""),
+        ("priorityclasses", "pc", "scheduling.k8s.io/v1", false, "PriorityClass", ALL, ""),
+        ("csidrivers", "", "storage.k8s.io/v1", false, "CSIDriver", ALL, ""),
+        ("csinodes", "", "storage.k8s.io/v1", false, "CSINode", ALL, ""),
+        ("csistoragecapacities", "", "storage.k8s.io/v1", true, "CSIStorageCapacity", ALL, ""),
+        ("storageclasses", "sc", "storage.k8s.io/v1", false, "StorageClass", ALL, ""),
+        ("volumeattachments", "", "storage.k8s.io/v1", false, "VolumeAttachment", ALL, ""),
+    ];
+    assert_eq!(expected.len(), 60);
+    let split = |cell: &str| -> Vec<String> {
+        let mut list: Vec<String> = list_cell(cell);
+        list.sort();
+        list
+    };
+    let mut want: Vec<Vec<String>> = expected
+        .iter()
+        .map(|(name, short, version, namespaced, kind, verbs, categories)| {
+            vec![
+                (*name).to_owned(),
+                split(short).join(","),
+                (*version).to_owned(),
+                namespaced.to_string(),
+                (*kind).to_owned(),
+                split(verbs).join(","),
+                split(categories).join(","),
+            ]
+        })
+        .collect();
+    let text = server.kubectl_ok(&["api-resources", "-o", "wide"]);
+    let mut got: Vec<Vec<String>> = columns(&text)
+        .into_iter()
+        .map(|row| {
+            let cell = |i: usize| row.get(i).cloned().unwrap_or_default();
+            vec![
+                cell(0),
+                split(&cell(1)).join(","),
+                cell(2),
+                cell(3),
+                cell(4),
+                split(&cell(5)).join(","),
+                split(&cell(6)).join(","),
+            ]
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "{text}");
+}
+
+/// A CustomResourceDefinition through kubectl: established, its objects pruned, defaulted
+/// and checked by a CEL rule, printed with its columns, explained, scaled, and deleted
+/// with the definition.
+fn custom_resources(server: Server) {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.demo.skiff.dev"},
+        "spec": {
+            "group": "demo.skiff.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{
+                "name": "v1",
+                "served": true,
+                "storage": true,
+                "subresources": {
+                    "status": {},
+                    "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}
+                },
+                "additionalPrinterColumns": [
+                    {"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+                    {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": {
+                            "type": "object",
+                            "description": "What the widget should be.",
+                            "x-kubernetes-validations": [
+                                {"rule": "self.replicas <= 5", "message": "no more than 5 widgets"}
+                            ],
+                            "properties": {
+                                "color": {"type": "string", "enum": ["red", "blue"], "default": "red",
+                                          "description": "The widget's color."},
+                                "replicas": {"type": "integer", "minimum": 0, "default": 1}
+                            }
+                        },
+                        "status": {"type": "object", "properties": {"replicas": {"type": "integer"}}}
+                    }
+                }}
+            }]
+        }
+    });
+    let apply = |name: &str, manifest: &str| {
+        let path = server.manifest(name, manifest);
+        let path = path.to_string_lossy().into_owned();
+        server.api.kubectl(33, &["apply", "--validate=warn", "-f", &path])
+    };
+    let applied = apply("crd.json", &crd.to_string());
+    assert!(applied.status.success(), "{applied:?}");
+    server.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.demo.skiff.dev",
+        "--timeout=30s",
+    ]);
+    let widget = |name: &str, spec: Value| {
+        json!({"apiVersion": "demo.skiff.dev/v1", "kind": "Widget",
+               "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+        .to_string()
+    };
+    // Unknown fields are pruned, with a warning.
+    let applied = apply("w1.json", &widget("w1", json!({"replicas": 2, "shape": "round"})));
+    assert!(applied.status.success(), "{applied:?}");
+    let stderr = String::from_utf8_lossy(&applied.stderr);
+    assert!(stderr.contains(r#"unknown field "spec.shape""#), "{stderr}");
+    let stored = json_of(&server.kubectl_ok(&["get", "widget", "w1", "-o", "json"]));
+    assert_eq!(stored["spec"], json!({"color": "red", "replicas": 2}), "{stored}");
+
+    let refused = apply("w2.json", &widget("w2", json!({"replicas": 9})));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("no more than 5 widgets"), "{stderr}");
+    let refused = apply("w3.json", &widget("w3", json!({"color": "green"})));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains(r#"Unsupported value: "green""#),
+        "{stderr}"
+    );
+
+    let rows = table(&server.kubectl_ok(&["get", "wd"]));
+    assert_eq!(rows[0], ["NAME", "COLOR", "REPLICAS"]);
+    assert_eq!(rows[1], ["w1", "red", "2"]);
+
+    let explained = server.kubectl_ok(&["explain", "widget.spec"]);
+    assert!(explained.contains("What the widget should be."), "{explained}");
+    assert!(explained.contains("color") && explained.contains("<string>"), "{explained}");
+
+    server.kubectl_ok(&["scale", "widget", "w1", "--replicas=4"]);
+    let scaled = json_of(&server.kubectl_ok(&["get", "widget", "w1", "-o", "json"]));
+    assert_eq!(scaled["spec"]["replicas"], 4);
+
+    server.kubectl_ok(&["delete", "crd", "widgets.demo.skiff.dev", "--wait=true", "--timeout=30s"]);
+    let gone = server.kubectl_err(&["get", "widgets.demo.skiff.dev"]);
+    assert!(
+        gone.contains("the server doesn't have a resource type"),
+        "{gone}"
+    );
 }
 
 /// `get --chunk-size` pages through a list with limit/continue and shows it whole.
@@ -1980,4 +2259,215 @@ fn api_server_address_by_client_cidr(server: Server) {
         api["serverAddressByClientCIDRs"],
         json!([{"clientCIDR": "0.0.0.0/0", "serverAddress": expected}])
     );
+}
+
+apiserver_cases! {
+    api_aggregation,
+}
+
+/// API aggregation: the trust ConfigMap and the built-in Local APIServices from the start;
+/// an extension API server started here (HTTPS, front-proxy client certificate required)
+/// registered by an APIService whose Service and Endpoints point at it becomes Available,
+/// shows in discovery and `api-resources`, and is reached through the API server with the
+/// user in the front-proxy headers; an APIService of a missing Service is
+/// `False (ServiceNotFound)` and its requests get 503.
+fn api_aggregation(server: Server) {
+    use base64::Engine as _;
+    use skiff_apiserver::aggregator::sample::SampleApiServer;
+
+    let trust = server.get_json(&[
+        "configmap",
+        "extension-apiserver-authentication",
+        "-n",
+        "kube-system",
+    ]);
+    let data = &trust["data"];
+    assert_eq!(data["requestheader-username-headers"], "[\"X-Remote-User\"]");
+    assert_eq!(data["requestheader-group-headers"], "[\"X-Remote-Group\"]");
+    assert_eq!(data["requestheader-extra-headers-prefix"], "[\"X-Remote-Extra-\"]");
+    assert_eq!(data["requestheader-allowed-names"], "[\"front-proxy-client\"]");
+    assert!(
+        data["client-ca-file"]
+            .as_str()
+            .is_some_and(|ca| ca.starts_with("-----BEGIN CERTIFICATE-----"))
+    );
+    let front_proxy_ca = data["requestheader-client-ca-file"]
+        .as_str()
+        .expect("requestheader-client-ca-file")
+        .to_owned();
+    assert_ne!(data["client-ca-file"].as_str(), Some(front_proxy_ca.as_str()));
+
+    // Every built-in group version has its Local APIService with upstream's priorities.
+    let rows = table(&server.kubectl_ok(&["get", "apiservices"]));
+    assert_eq!(rows[0], ["NAME", "SERVICE", "AVAILABLE", "AGE"]);
+    for name in ["v1.", "v1.apps", "v2.autoscaling", "v1.apiregistration.k8s.io"] {
+        assert_eq!(row(&rows, name)[1..3], ["Local", "True"], "{name}");
+    }
+    let apps = server.get_json(&["apiservice", "v1.apps"]);
+    assert_eq!(apps["spec"]["groupPriorityMinimum"], 17800);
+    assert_eq!(apps["spec"]["versionPriority"], 15);
+    assert_eq!(apps["status"]["conditions"][0]["reason"], "Local");
+
+    // The extension API server listens on the advertise address (Endpoints may not name
+    // loopback addresses).
+    let kubernetes = server.get_json(&["endpoints", "kubernetes", "-n", "default"]);
+    let host: std::net::IpAddr = kubernetes["subsets"][0]["addresses"][0]["ip"]
+        .as_str()
+        .and_then(|ip| ip.parse().ok())
+        .expect("the kubernetes endpoints' address");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let backend = runtime
+        .block_on(SampleApiServer::start(
+            host,
+            "wardle.example.com",
+            "v1alpha1",
+            "api.wardle.svc",
+            &front_proxy_ca,
+            &["front-proxy-client"],
+        ))
+        .expect("start the extension API server");
+    let port = backend.address.port();
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&backend.ca_pem);
+    let file = server.manifest(
+        "aggregation.yaml",
+        &format!(
+            "apiVersion: v1
+kind: Namespace
+metadata:
+  name: wardle
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: api
+  namespace: wardle
+spec:
+  ports:
+  - name: https
+    port: 443
+    targetPort: {port}
+---
+apiVersion: v1
+kind: Endpoints
+metadata:
+  name: api
+  namespace: wardle
+subsets:
+- addresses:
+  - ip: \"{host}\"
+  ports:
+  - name: https
+    port: {port}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1alpha1.wardle.example.com
+spec:
+  group: wardle.example.com
+  version: v1alpha1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  caBundle: {ca_bundle}
+  service:
+    namespace: wardle
+    name: api
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta1.missing.example.com
+spec:
+  group: missing.example.com
+  version: v1beta1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  insecureSkipTLSVerify: true
+  service:
+    namespace: wardle
+    name: nothere
+"
+        ),
+    );
+    server.kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
+
+    let condition = |name: &str| {
+        let api = server.get_json(&["apiservice", name]);
+        api["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Available").cloned())
+    };
+    let available = common::apiserver::eventually("wardle Available", WAIT, || {
+        condition("v1alpha1.wardle.example.com").filter(|c| c["status"] == "True")
+    });
+    assert_eq!(available["reason"], "Passed");
+    assert_eq!(available["message"], "all checks passed");
+    let missing = common::apiserver::eventually("missing's condition", WAIT, || {
+        condition("v1beta1.missing.example.com")
+    });
+    assert_eq!(missing["status"], "False");
+    assert_eq!(missing["reason"], "ServiceNotFound");
+    assert_eq!(missing["message"], "service/nothere in \"wardle\" is not present");
+    let rows = table(&server.kubectl_ok(&["get", "apiservices"]));
+    assert_eq!(
+        row(&rows, "v1alpha1.wardle.example.com")[1..3],
+        ["wardle/api", "True"]
+    );
+    assert_eq!(
+        row(&rows, "v1beta1.missing.example.com")[1..3],
+        ["wardle/nothere", "False (ServiceNotFound)"]
+    );
+
+    // Proxied, with the user in the front-proxy headers and no credential of the client.
+    let list = json_of(&server.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders",
+    ]));
+    assert_eq!(list["kind"], "FlunderList");
+    let annotations = &list["items"][0]["metadata"]["annotations"];
+    assert_eq!(annotations["sample/user"], "kubernetes-admin");
+    let groups = annotations["sample/groups"].as_str().unwrap_or_default();
+    assert!(groups.split(',').any(|g| g == "system:masters"), "{groups}");
+    assert!(annotations.get("sample/authorization").is_none());
+    // A stream passes through.
+    let watched = server.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/apis/wardle.example.com/v1alpha1/flunders?watch=1",
+    ]);
+    assert_eq!(json_of(watched.trim())["type"], "ADDED");
+
+    // Discovery: /apis, the group, api-resources, and kubectl's own get.
+    let apis = json_of(&server.kubectl_ok(&["get", "--raw", "/apis"]));
+    let groups: Vec<&str> = apis["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    assert_eq!(groups[0], "apiregistration.k8s.io");
+    assert!(groups.contains(&"wardle.example.com"), "{groups:?}");
+    assert!(!groups.contains(&"missing.example.com"), "{groups:?}");
+    let group = json_of(&server.kubectl_ok(&["get", "--raw", "/apis/wardle.example.com"]));
+    assert_eq!(group["preferredVersion"]["groupVersion"], "wardle.example.com/v1alpha1");
+    let resources = table(&server.kubectl_ok(&["api-resources", "--api-group=wardle.example.com"]));
+    assert_eq!(
+        row(&resources, "flunders"),
+        ["flunders", "fl", "wardle.example.com/v1alpha1", "true", "Flunder"]
+    );
+    assert!(server.kubectl_ok(&["api-versions"]).lines().any(|l| l == "wardle.example.com/v1alpha1"));
+    assert_eq!(
+        server.kubectl_ok(&["get", "fl", "-n", "default", "-o", "name"]).trim(),
+        "flunder.wardle.example.com/first"
+    );
+
+    // The APIService of a missing Service: 503 service unavailable.
+    let err = server.kubectl_err(&["get", "--raw", "/apis/missing.example.com/v1beta1"]);
+    assert!(err.contains("ServiceUnavailable"), "{err}");
+    drop(backend);
 }

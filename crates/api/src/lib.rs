@@ -26,6 +26,7 @@ pub mod field;
 pub mod jsonpath;
 pub mod meta;
 pub mod names;
+pub mod openapi_enums;
 pub mod patch;
 pub mod protobuf;
 pub mod quantity;
@@ -35,6 +36,7 @@ pub mod validation;
 pub mod yaml;
 
 pub mod admissionregistration;
+pub mod apiregistration;
 pub mod apiextensions;
 pub mod apps;
 pub mod autoscaling;

@@ -156,6 +156,7 @@ pub async fn run(
         )
         .await?;
     }
+    crate::aggregator::ensure_local_api_services(registry, objects).await?;
     Ok(())
 }
 

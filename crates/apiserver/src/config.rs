@@ -71,8 +71,18 @@ pub struct ServerConfig {
     /// `--advertise-address`: the address of the `kubernetes` service's endpoints; default
     /// the host's first non-loopback address.
     pub advertise_address: Option<IpAddr>,
+    /// `--max-requests-inflight` (400): with `--max-mutating-requests-inflight`, the seats
+    /// API Priority and Fairness divides among the priority levels.
+    pub max_requests_inflight: u32,
+    /// `--max-mutating-requests-inflight` (200).
+    pub max_mutating_requests_inflight: u32,
     pub cluster: ClusterConfig,
 }
+
+/// Upstream's `--max-requests-inflight` default.
+pub const DEFAULT_MAX_REQUESTS_INFLIGHT: u32 = 400;
+/// Upstream's `--max-mutating-requests-inflight` default.
+pub const DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT: u32 = 200;
 
 impl ServerConfig {
     /// The defaults of upstream and kubeadm with the store in `data_dir`.
@@ -83,8 +93,16 @@ impl ServerConfig {
             secure_port: 6443,
             etcd_servers: Vec::new(),
             advertise_address: None,
+            max_requests_inflight: DEFAULT_MAX_REQUESTS_INFLIGHT,
+            max_mutating_requests_inflight: DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
             cluster: ClusterConfig::default(),
         }
+    }
+
+    /// The server's total concurrency limit for API Priority and Fairness: the sum of the
+    /// two in-flight limits (at least 1).
+    pub fn server_concurrency_limit(&self) -> usize {
+        (self.max_requests_inflight as usize + self.max_mutating_requests_inflight as usize).max(1)
     }
 }
 

@@ -44,6 +44,7 @@ use crate::registry::{Kind, LiveRegistry, Registry};
 pub use addresses::ServerAddresses;
 pub(crate) use document::Document;
 pub use order::group_priority;
+pub(crate) use order::compare_versions;
 
 /// The Kubernetes release whose API Skiff serves.
 pub const KUBERNETES_MAJOR: &str = "1";

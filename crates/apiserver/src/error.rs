@@ -256,7 +256,8 @@ impl ApiError {
                 continue_: self.continue_token.clone(),
                 ..Default::default()
             },
-            reason: Some(self.reason.to_owned()),
+            // Upstream omits an empty reason (`ErrorToAPIStatus` of a plain error).
+            reason: (!self.reason.is_empty()).then(|| self.reason.to_owned()),
             status: Some("Failure".to_owned()),
         }
     }

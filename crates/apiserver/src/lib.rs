@@ -10,6 +10,8 @@
 // every fallible API path returns it by value.
 #![allow(clippy::result_large_err)]
 
+pub mod aggregator;
+pub mod apf;
 pub mod authn;
 pub mod bootstrap;
 pub mod config;

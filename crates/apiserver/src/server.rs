@@ -3,7 +3,8 @@
 //! certificates verified against the cluster CA, until shutdown.
 //!
 //! Request path: TLS (client certificate → [`CertificateUser`]) → [`authn::middleware`]
-//! → health checks, OpenID discovery, API discovery, OpenAPI, or the REST layer.
+//! → API Priority and Fairness ([`crate::apf::middleware`]) → health checks, OpenID
+//! discovery, API discovery, OpenAPI, or the REST layer.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -99,6 +100,14 @@ pub async fn run(
     )
     .await
     .map_err(|e| anyhow::anyhow!("creating the bootstrap objects: {}", e.message))?;
+    // API aggregation: the trust ConfigMap for extension API servers, the proxy and the
+    // APIService availability controller.
+    let trust = crate::aggregator::authentication::AuthenticationInfo::of(&pki);
+    crate::aggregator::authentication::ensure_config_map(&objects, &trust)
+        .await
+        .map_err(|e| anyhow::anyhow!("writing the authentication ConfigMap: {}", e.message))?;
+    let aggregator = crate::aggregator::Aggregator::new(state.clone(), &pki.front_proxy_client)?;
+    let availability = tokio::spawn(crate::aggregator::available::run(aggregator.clone()));
 
     let health = Health::new(storage.clone());
     let authenticator = Arc::new(Authenticator::new(tokens.clone(), storage));
@@ -108,7 +117,18 @@ pub async fn run(
         config.cluster.service_cluster_ip_range,
         service_ip,
     );
-    let app = app(&state, &tokens, authenticator, health.clone(), addresses);
+    // API Priority and Fairness: the stored configuration, followed at run time.
+    let apf = crate::apf::Apf::new(state.clone(), config.server_concurrency_limit());
+    let apf_consumer = tokio::spawn(crate::apf::controller::run(apf.clone()));
+    let app = app(
+        &state,
+        &tokens,
+        authenticator,
+        apf,
+        health.clone(),
+        addresses,
+    )
+    .layer(axum::Extension(aggregator));
     let listener = TcpListener::bind((config.bind_address, config.secure_port))
         .await
         .with_context(|| format!("binding {}:{}", config.bind_address, config.secure_port))?;
@@ -132,14 +152,17 @@ pub async fn run(
     .await;
     deleter.abort();
     definitions.abort();
+    availability.abort();
+    apf_consumer.abort();
     Ok(())
 }
 
-/// Every route behind authentication.
-fn app(
+/// Every route behind authentication, then API Priority and Fairness.
+pub(crate) fn app(
     state: &Arc<rest::State>,
     tokens: &TokenIssuer,
     authenticator: Arc<Authenticator>,
+    apf: Arc<crate::apf::Apf>,
     health: Arc<Health>,
     addresses: discovery::ServerAddresses,
 ) -> Router {
@@ -158,6 +181,11 @@ fn app(
         .merge(discovery::router(state.registry.clone(), addresses))
         .merge(openapi::router(state.registry.clone()))
         .merge(rest::router(state.clone()))
+        .layer(axum::middleware::from_fn(crate::aggregator::middleware))
+        .layer(axum::middleware::from_fn_with_state(
+            apf,
+            crate::apf::middleware,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             authenticator,
             authn::middleware,

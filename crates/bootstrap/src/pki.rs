@@ -8,6 +8,8 @@
 //! | `admin.crt`, `admin.key` | client certificate CN `kubernetes-admin`, O `system:masters` |
 //! | `apiserver-kubelet-client.crt`, `.key` | client certificate for calls to kubelets |
 //! | `sa.key`, `sa.pub` | the service-account token signing key (ECDSA P-256, PKCS#8 / SPKI PEM) |
+//! | `front-proxy-ca.crt`, `.key` | the front-proxy CA (CN `front-proxy-ca`), which aggregated API servers trust for request headers |
+//! | `front-proxy-client.crt`, `.key` | client certificate CN `front-proxy-client`, presented when proxying to them |
 //!
 //! Keys are written 0600. The serving certificate is issued again when it misses a
 //! required name (a new host address, another service range), expires within 30 days, or
@@ -116,7 +118,16 @@ pub struct Pki {
     pub kubelet_client: CertKey,
     /// The service-account signing key, PKCS#8 PEM (`sa.key`).
     pub service_account_key_pem: String,
+    /// The front-proxy CA (`front-proxy-ca.crt`), kubeadm's `--requestheader-client-ca-file`.
+    pub front_proxy_ca: CertKey,
+    /// The aggregator's client certificate (`front-proxy-client.crt`), kubeadm's
+    /// `--proxy-client-cert-file`.
+    pub front_proxy_client: CertKey,
 }
+
+/// The common name of the front-proxy client certificate, the one
+/// `--requestheader-allowed-names` allows.
+pub const FRONT_PROXY_CLIENT_NAME: &str = "front-proxy-client";
 
 /// Days a leaf certificate is valid (kubeadm: one year).
 const LEAF_DAYS: u64 = 365;
@@ -139,7 +150,7 @@ impl Pki {
     /// the module docs). Errors: unreadable or invalid files, a failed write.
     pub fn ensure(dir: &Path, serving_names: &ServingNames) -> anyhow::Result<Pki> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let (ca, ca_new) = ensure_ca(dir)?;
+        let (ca, ca_new) = ensure_ca(dir, "ca", "kubernetes")?;
         let ca_key = KeyPair::from_pem(&ca.key_pem).context("reading ca.key")?;
         let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).context("reading ca.crt")?;
         let ca_der = pem_to_der(&ca.cert_pem)?;
@@ -166,7 +177,28 @@ impl Pki {
             names: None,
         })?;
         let service_account_key_pem = ensure_service_account_key(dir)?;
+        let (front_proxy_ca, front_new) = ensure_ca(dir, "front-proxy-ca", "front-proxy-ca")?;
+        let front_key =
+            KeyPair::from_pem(&front_proxy_ca.key_pem).context("reading front-proxy-ca.key")?;
+        let front_issuer = Issuer::from_ca_cert_pem(&front_proxy_ca.cert_pem, front_key)
+            .context("reading front-proxy-ca.crt")?;
+        let front_der = pem_to_der(&front_proxy_ca.cert_pem)?;
+        let front_proxy_client = ensure_leaf(
+            dir,
+            &front_issuer,
+            &front_der,
+            front_new,
+            Leaf {
+                stem: "front-proxy-client",
+                common_name: FRONT_PROXY_CLIENT_NAME,
+                organization: None,
+                usage: ExtendedKeyUsagePurpose::ClientAuth,
+                names: None,
+            },
+        )?;
         Ok(Pki {
+            front_proxy_ca,
+            front_proxy_client,
             dir: dir.to_owned(),
             ca,
             serving,
@@ -177,13 +209,14 @@ impl Pki {
     }
 }
 
-/// The CA from `ca.crt`/`ca.key`, or a new one; `true` when new.
-fn ensure_ca(dir: &Path) -> anyhow::Result<(CertKey, bool)> {
-    if let Some(ca) = read_pair(dir, "ca")? {
+/// The CA from `<stem>.crt`/`<stem>.key`, or a new one named `common_name`; `true` when
+/// new.
+fn ensure_ca(dir: &Path, stem: &str, common_name: &str) -> anyhow::Result<(CertKey, bool)> {
+    if let Some(ca) = read_pair(dir, stem)? {
         return Ok((ca, false));
     }
     let mut params = CertificateParams::default();
-    params.distinguished_name = name("kubernetes", None);
+    params.distinguished_name = name(common_name, None);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -197,7 +230,7 @@ fn ensure_ca(dir: &Path) -> anyhow::Result<(CertKey, bool)> {
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),
     };
-    write_pair(dir, "ca", &ca)?;
+    write_pair(dir, stem, &ca)?;
     Ok((ca, true))
 }
 
@@ -469,6 +502,16 @@ mod tests {
         assert_eq!(again.serving.cert_pem, first.serving.cert_pem);
         assert_eq!(again.admin.key_pem, first.admin.key_pem);
         assert_eq!(again.service_account_key_pem, first.service_account_key_pem);
+        // The front-proxy pair is kept beside the others and reused.
+        assert_eq!(again.front_proxy_ca.cert_pem, first.front_proxy_ca.cert_pem);
+        assert_eq!(again.front_proxy_client.key_pem, first.front_proxy_client.key_pem);
+        assert_eq!(
+            subject(&first.front_proxy_client.cert_pem),
+            (vec![FRONT_PROXY_CLIENT_NAME.into()], vec![])
+        );
+        let front_ca = pem_to_der(&first.front_proxy_ca.cert_pem).unwrap();
+        assert!(leaf_is_current(&first.front_proxy_client.cert_pem, &front_ca, None).unwrap());
+        assert_ne!(first.front_proxy_ca.cert_pem, first.ca.cert_pem);
     }
 
     #[test]

@@ -12,6 +12,9 @@ pub async fn run(args: ApiserverArgs) -> anyhow::Result<()> {
         secure_port: args.secure_port,
         etcd_servers: args.etcd_servers,
         advertise_address: args.advertise_address,
+        max_requests_inflight: skiff_apiserver::config::DEFAULT_MAX_REQUESTS_INFLIGHT,
+        max_mutating_requests_inflight:
+            skiff_apiserver::config::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
         cluster: ClusterConfig {
             service_cluster_ip_range: args.service_cluster_ip_range,
             service_node_port_range: args.service_node_port_range,

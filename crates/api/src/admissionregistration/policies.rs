@@ -33,31 +33,6 @@ pub const MAX_AUDIT_ANNOTATIONS: usize = 20;
 /// The longest audit annotation value expression, in bytes.
 pub const MAX_AUDIT_ANNOTATION_VALUE_EXPRESSION_LENGTH: usize = 5 * 1024;
 
-/// CEL's reserved words, which are not identifiers.
-const CEL_RESERVED: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
-
 fn default_named_rules(rules: Option<&mut Vec<NamedRuleWithOperations>>) {
     for rule in rules.into_iter().flatten() {
         rule.scope.get_or_insert_with(|| "*".to_owned());
@@ -208,7 +183,7 @@ fn is_cel_identifier(name: &str) -> bool {
         .is_some_and(|c| c == '_' || c.is_ascii_alphabetic());
     starts_well
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-        && !CEL_RESERVED.contains(&name)
+        && !crate::cel::RESERVED.contains(&name)
 }
 
 fn validate_variable(variable: &Variable, path: &Path) -> ErrorList {

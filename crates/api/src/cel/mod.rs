@@ -16,6 +16,8 @@ mod check;
 mod library;
 mod value;
 
+pub use value::RESERVED;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock};
 

@@ -40,8 +40,9 @@ pub(crate) enum Shape {
     Dynamic,
 }
 
-/// CEL's reserved words, which a property name is escaped from as `__name__`.
-const RESERVED: &[&str] = &[
+/// CEL's reserved words: a property name is escaped from them as `__name__`, and they
+/// are not identifiers.
+pub const RESERVED: &[&str] = &[
     "true",
     "false",
     "null",

@@ -9,6 +9,233 @@ use super::{Field as F, Message};
 /// The messages, sorted by name; each message's fields sorted by tag.
 pub static MESSAGES: &[Message] = &[
     Message {
+        name: "io.k8s.api.admissionregistration.v1.AuditAnnotation",
+        fields: &[
+            F::new(1, "key", Optional, String),
+            F::new(2, "valueExpression", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ExpressionWarning",
+        fields: &[
+            F::new(2, "fieldRef", Optional, String),
+            F::new(3, "warning", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.MatchCondition",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "expression", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.MatchResources",
+        fields: &[
+            F::new(1, "namespaceSelector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(2, "objectSelector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(3, "resourceRules", Repeated, Message("io.k8s.api.admissionregistration.v1.NamedRuleWithOperations")),
+            F::new(4, "excludeResourceRules", Repeated, Message("io.k8s.api.admissionregistration.v1.NamedRuleWithOperations")),
+            F::new(7, "matchPolicy", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.MutatingWebhook",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "clientConfig", Optional, Message("io.k8s.api.admissionregistration.v1.WebhookClientConfig")),
+            F::new(3, "rules", Repeated, Message("io.k8s.api.admissionregistration.v1.RuleWithOperations")),
+            F::new(4, "failurePolicy", Optional, String),
+            F::new(5, "namespaceSelector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(6, "sideEffects", Optional, String),
+            F::new(7, "timeoutSeconds", Optional, Int32),
+            F::new(8, "admissionReviewVersions", Repeated, String),
+            F::new(9, "matchPolicy", Optional, String),
+            F::new(10, "reinvocationPolicy", Optional, String),
+            F::new(11, "objectSelector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(12, "matchConditions", Repeated, Message("io.k8s.api.admissionregistration.v1.MatchCondition")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "webhooks", Repeated, Message("io.k8s.api.admissionregistration.v1.MutatingWebhook")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.MutatingWebhookConfigurationList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.NamedRuleWithOperations",
+        fields: &[
+            F::new(1, "resourceNames", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ParamKind",
+        fields: &[
+            F::new(1, "apiVersion", Optional, String),
+            F::new(2, "kind", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ParamRef",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "namespace", Optional, String),
+            F::new(3, "selector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(4, "parameterNotFoundAction", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.Rule",
+        fields: &[
+            F::new(1, "apiGroups", Repeated, String),
+            F::new(2, "apiVersions", Repeated, String),
+            F::new(3, "resources", Repeated, String),
+            F::new(4, "scope", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.RuleWithOperations",
+        fields: &[
+            F::new(1, "operations", Repeated, String),
+            F::new(2, "", Inline, Message("io.k8s.api.admissionregistration.v1.Rule")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ServiceReference",
+        fields: &[
+            F::new(1, "namespace", Optional, String),
+            F::new(2, "name", Optional, String),
+            F::new(3, "path", Optional, String),
+            F::new(4, "port", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.TypeChecking",
+        fields: &[
+            F::new(1, "expressionWarnings", Repeated, Message("io.k8s.api.admissionregistration.v1.ExpressionWarning")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec",
+        fields: &[
+            F::new(1, "policyName", Optional, String),
+            F::new(2, "paramRef", Optional, Message("io.k8s.api.admissionregistration.v1.ParamRef")),
+            F::new(3, "matchResources", Optional, Message("io.k8s.api.admissionregistration.v1.MatchResources")),
+            F::new(4, "validationActions", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec",
+        fields: &[
+            F::new(1, "paramKind", Optional, Message("io.k8s.api.admissionregistration.v1.ParamKind")),
+            F::new(2, "matchConstraints", Optional, Message("io.k8s.api.admissionregistration.v1.MatchResources")),
+            F::new(3, "validations", Repeated, Message("io.k8s.api.admissionregistration.v1.Validation")),
+            F::new(4, "failurePolicy", Optional, String),
+            F::new(5, "auditAnnotations", Repeated, Message("io.k8s.api.admissionregistration.v1.AuditAnnotation")),
+            F::new(6, "matchConditions", Repeated, Message("io.k8s.api.admissionregistration.v1.MatchCondition")),
+            F::new(7, "variables", Repeated, Message("io.k8s.api.admissionregistration.v1.Variable")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus",
+        fields: &[
+            F::new(1, "observedGeneration", Optional, Int64),
+            F::new(2, "typeChecking", Optional, Message("io.k8s.api.admissionregistration.v1.TypeChecking")),
+            F::new(3, "conditions", Repeated, Message("io.k8s.apimachinery.pkg.apis.meta.v1.Condition")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingWebhook",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "clientConfig", Optional, Message("io.k8s.api.admissionregistration.v1.WebhookClientConfig")),
+            F::new(3, "rules", Repeated, Message("io.k8s.api.admissionregistration.v1.RuleWithOperations")),
+            F::new(4, "failurePolicy", Optional, String),
+            F::new(5, "namespaceSelector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(6, "sideEffects", Optional, String),
+            F::new(7, "timeoutSeconds", Optional, Int32),
+            F::new(8, "admissionReviewVersions", Repeated, String),
+            F::new(9, "matchPolicy", Optional, String),
+            F::new(10, "objectSelector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(11, "matchConditions", Repeated, Message("io.k8s.api.admissionregistration.v1.MatchCondition")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "webhooks", Repeated, Message("io.k8s.api.admissionregistration.v1.ValidatingWebhook")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.ValidatingWebhookConfigurationList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.Validation",
+        fields: &[
+            F::new(1, "expression", Optional, String),
+            F::new(2, "message", Optional, String),
+            F::new(3, "reason", Optional, String),
+            F::new(4, "messageExpression", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.Variable",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "expression", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.admissionregistration.v1.WebhookClientConfig",
+        fields: &[
+            F::new(1, "service", Optional, Message("io.k8s.api.admissionregistration.v1.ServiceReference")),
+            F::new(2, "caBundle", Optional, Bytes),
+            F::new(3, "url", Optional, String),
+        ],
+    },
+    Message {
         name: "io.k8s.api.apps.v1.ControllerRevision",
         fields: &[
             F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
@@ -487,6 +714,48 @@ pub static MESSAGES: &[Message] = &[
         ],
     },
     Message {
+        name: "io.k8s.api.autoscaling.v1.CrossVersionObjectReference",
+        fields: &[
+            F::new(1, "kind", Optional, String),
+            F::new(2, "name", Optional, String),
+            F::new(3, "apiVersion", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerSpec",
+        fields: &[
+            F::new(1, "scaleTargetRef", Optional, Message("io.k8s.api.autoscaling.v1.CrossVersionObjectReference")),
+            F::new(2, "minReplicas", Optional, Int32),
+            F::new(3, "maxReplicas", Optional, Int32),
+            F::new(4, "targetCPUUtilizationPercentage", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerStatus",
+        fields: &[
+            F::new(1, "observedGeneration", Optional, Int64),
+            F::new(2, "lastScaleTime", Optional, Time),
+            F::new(3, "currentReplicas", Optional, Int32),
+            F::new(4, "desiredReplicas", Optional, Int32),
+            F::new(5, "currentCPUUtilizationPercentage", Optional, Int32),
+        ],
+    },
+    Message {
         name: "io.k8s.api.autoscaling.v1.Scale",
         fields: &[
             F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
@@ -505,6 +774,204 @@ pub static MESSAGES: &[Message] = &[
         fields: &[
             F::new(1, "replicas", Optional, Int32),
             F::new(2, "selector", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.ContainerResourceMetricSource",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "target", Optional, Message("io.k8s.api.autoscaling.v2.MetricTarget")),
+            F::new(3, "container", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.ContainerResourceMetricStatus",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "current", Optional, Message("io.k8s.api.autoscaling.v2.MetricValueStatus")),
+            F::new(3, "container", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.CrossVersionObjectReference",
+        fields: &[
+            F::new(1, "kind", Optional, String),
+            F::new(2, "name", Optional, String),
+            F::new(3, "apiVersion", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.ExternalMetricSource",
+        fields: &[
+            F::new(1, "metric", Optional, Message("io.k8s.api.autoscaling.v2.MetricIdentifier")),
+            F::new(2, "target", Optional, Message("io.k8s.api.autoscaling.v2.MetricTarget")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.ExternalMetricStatus",
+        fields: &[
+            F::new(1, "metric", Optional, Message("io.k8s.api.autoscaling.v2.MetricIdentifier")),
+            F::new(2, "current", Optional, Message("io.k8s.api.autoscaling.v2.MetricValueStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.HPAScalingPolicy",
+        fields: &[
+            F::new(1, "type", Optional, String),
+            F::new(2, "value", Optional, Int32),
+            F::new(3, "periodSeconds", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.HPAScalingRules",
+        fields: &[
+            F::new(1, "selectPolicy", Optional, String),
+            F::new(2, "policies", Repeated, Message("io.k8s.api.autoscaling.v2.HPAScalingPolicy")),
+            F::new(3, "stabilizationWindowSeconds", Optional, Int32),
+            F::new(4, "tolerance", Optional, Quantity),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior",
+        fields: &[
+            F::new(1, "scaleUp", Optional, Message("io.k8s.api.autoscaling.v2.HPAScalingRules")),
+            F::new(2, "scaleDown", Optional, Message("io.k8s.api.autoscaling.v2.HPAScalingRules")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition",
+        fields: &[
+            F::new(1, "type", Optional, String),
+            F::new(2, "status", Optional, String),
+            F::new(3, "lastTransitionTime", Optional, Time),
+            F::new(4, "reason", Optional, String),
+            F::new(5, "message", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec",
+        fields: &[
+            F::new(1, "scaleTargetRef", Optional, Message("io.k8s.api.autoscaling.v2.CrossVersionObjectReference")),
+            F::new(2, "minReplicas", Optional, Int32),
+            F::new(3, "maxReplicas", Optional, Int32),
+            F::new(4, "metrics", Repeated, Message("io.k8s.api.autoscaling.v2.MetricSpec")),
+            F::new(5, "behavior", Optional, Message("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus",
+        fields: &[
+            F::new(1, "observedGeneration", Optional, Int64),
+            F::new(2, "lastScaleTime", Optional, Time),
+            F::new(3, "currentReplicas", Optional, Int32),
+            F::new(4, "desiredReplicas", Optional, Int32),
+            F::new(5, "currentMetrics", Repeated, Message("io.k8s.api.autoscaling.v2.MetricStatus")),
+            F::new(6, "conditions", Repeated, Message("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.MetricIdentifier",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "selector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.MetricSpec",
+        fields: &[
+            F::new(1, "type", Optional, String),
+            F::new(2, "object", Optional, Message("io.k8s.api.autoscaling.v2.ObjectMetricSource")),
+            F::new(3, "pods", Optional, Message("io.k8s.api.autoscaling.v2.PodsMetricSource")),
+            F::new(4, "resource", Optional, Message("io.k8s.api.autoscaling.v2.ResourceMetricSource")),
+            F::new(5, "external", Optional, Message("io.k8s.api.autoscaling.v2.ExternalMetricSource")),
+            F::new(7, "containerResource", Optional, Message("io.k8s.api.autoscaling.v2.ContainerResourceMetricSource")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.MetricStatus",
+        fields: &[
+            F::new(1, "type", Optional, String),
+            F::new(2, "object", Optional, Message("io.k8s.api.autoscaling.v2.ObjectMetricStatus")),
+            F::new(3, "pods", Optional, Message("io.k8s.api.autoscaling.v2.PodsMetricStatus")),
+            F::new(4, "resource", Optional, Message("io.k8s.api.autoscaling.v2.ResourceMetricStatus")),
+            F::new(5, "external", Optional, Message("io.k8s.api.autoscaling.v2.ExternalMetricStatus")),
+            F::new(7, "containerResource", Optional, Message("io.k8s.api.autoscaling.v2.ContainerResourceMetricStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.MetricTarget",
+        fields: &[
+            F::new(1, "type", Optional, String),
+            F::new(2, "value", Optional, Quantity),
+            F::new(3, "averageValue", Optional, Quantity),
+            F::new(4, "averageUtilization", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.MetricValueStatus",
+        fields: &[
+            F::new(1, "value", Optional, Quantity),
+            F::new(2, "averageValue", Optional, Quantity),
+            F::new(3, "averageUtilization", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.ObjectMetricSource",
+        fields: &[
+            F::new(1, "describedObject", Optional, Message("io.k8s.api.autoscaling.v2.CrossVersionObjectReference")),
+            F::new(2, "target", Optional, Message("io.k8s.api.autoscaling.v2.MetricTarget")),
+            F::new(3, "metric", Optional, Message("io.k8s.api.autoscaling.v2.MetricIdentifier")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.ObjectMetricStatus",
+        fields: &[
+            F::new(1, "metric", Optional, Message("io.k8s.api.autoscaling.v2.MetricIdentifier")),
+            F::new(2, "current", Optional, Message("io.k8s.api.autoscaling.v2.MetricValueStatus")),
+            F::new(3, "describedObject", Optional, Message("io.k8s.api.autoscaling.v2.CrossVersionObjectReference")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.PodsMetricSource",
+        fields: &[
+            F::new(1, "metric", Optional, Message("io.k8s.api.autoscaling.v2.MetricIdentifier")),
+            F::new(2, "target", Optional, Message("io.k8s.api.autoscaling.v2.MetricTarget")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.PodsMetricStatus",
+        fields: &[
+            F::new(1, "metric", Optional, Message("io.k8s.api.autoscaling.v2.MetricIdentifier")),
+            F::new(2, "current", Optional, Message("io.k8s.api.autoscaling.v2.MetricValueStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.ResourceMetricSource",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "target", Optional, Message("io.k8s.api.autoscaling.v2.MetricTarget")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.autoscaling.v2.ResourceMetricStatus",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "current", Optional, Message("io.k8s.api.autoscaling.v2.MetricValueStatus")),
         ],
     },
     Message {
@@ -2551,6 +3018,19 @@ pub static MESSAGES: &[Message] = &[
         ],
     },
     Message {
+        name: "io.k8s.api.core.v1.TopologySelectorLabelRequirement",
+        fields: &[
+            F::new(1, "key", Optional, String),
+            F::new(2, "values", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.core.v1.TopologySelectorTerm",
+        fields: &[
+            F::new(1, "matchLabelExpressions", Repeated, Message("io.k8s.api.core.v1.TopologySelectorLabelRequirement")),
+        ],
+    },
+    Message {
         name: "io.k8s.api.core.v1.TopologySpreadConstraint",
         fields: &[
             F::new(1, "maxSkew", Optional, Int32),
@@ -2799,6 +3279,435 @@ pub static MESSAGES: &[Message] = &[
         ],
     },
     Message {
+        name: "io.k8s.api.flowcontrol.v1.ExemptPriorityLevelConfiguration",
+        fields: &[
+            F::new(1, "nominalConcurrencyShares", Optional, Int32),
+            F::new(2, "lendablePercent", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.FlowDistinguisherMethod",
+        fields: &[
+            F::new(1, "type", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.FlowSchema",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.flowcontrol.v1.FlowSchemaSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.flowcontrol.v1.FlowSchemaStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.FlowSchemaCondition",
+        fields: &[
+            F::new(1, "type", Optional, String),
+            F::new(2, "status", Optional, String),
+            F::new(3, "lastTransitionTime", Optional, Time),
+            F::new(4, "reason", Optional, String),
+            F::new(5, "message", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.FlowSchemaList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.flowcontrol.v1.FlowSchema")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.FlowSchemaSpec",
+        fields: &[
+            F::new(1, "priorityLevelConfiguration", Optional, Message("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationReference")),
+            F::new(2, "matchingPrecedence", Optional, Int32),
+            F::new(3, "distinguisherMethod", Optional, Message("io.k8s.api.flowcontrol.v1.FlowDistinguisherMethod")),
+            F::new(4, "rules", Repeated, Message("io.k8s.api.flowcontrol.v1.PolicyRulesWithSubjects")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.FlowSchemaStatus",
+        fields: &[
+            F::new(1, "conditions", Repeated, Message("io.k8s.api.flowcontrol.v1.FlowSchemaCondition")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.GroupSubject",
+        fields: &[
+            F::new(1, "name", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.LimitResponse",
+        fields: &[
+            F::new(1, "type", Optional, String),
+            F::new(2, "queuing", Optional, Message("io.k8s.api.flowcontrol.v1.QueuingConfiguration")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration",
+        fields: &[
+            F::new(1, "nominalConcurrencyShares", Optional, Int32),
+            F::new(2, "limitResponse", Optional, Message("io.k8s.api.flowcontrol.v1.LimitResponse")),
+            F::new(3, "lendablePercent", Optional, Int32),
+            F::new(4, "borrowingLimitPercent", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.NonResourcePolicyRule",
+        fields: &[
+            F::new(1, "verbs", Repeated, String),
+            F::new(6, "nonResourceURLs", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.PolicyRulesWithSubjects",
+        fields: &[
+            F::new(1, "subjects", Repeated, Message("io.k8s.api.flowcontrol.v1.Subject")),
+            F::new(2, "resourceRules", Repeated, Message("io.k8s.api.flowcontrol.v1.ResourcePolicyRule")),
+            F::new(3, "nonResourceRules", Repeated, Message("io.k8s.api.flowcontrol.v1.NonResourcePolicyRule")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition",
+        fields: &[
+            F::new(1, "type", Optional, String),
+            F::new(2, "status", Optional, String),
+            F::new(3, "lastTransitionTime", Optional, Time),
+            F::new(4, "reason", Optional, String),
+            F::new(5, "message", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationReference",
+        fields: &[
+            F::new(1, "name", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec",
+        fields: &[
+            F::new(1, "type", Optional, String),
+            F::new(2, "limited", Optional, Message("io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration")),
+            F::new(3, "exempt", Optional, Message("io.k8s.api.flowcontrol.v1.ExemptPriorityLevelConfiguration")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationStatus",
+        fields: &[
+            F::new(1, "conditions", Repeated, Message("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.QueuingConfiguration",
+        fields: &[
+            F::new(1, "queues", Optional, Int32),
+            F::new(2, "handSize", Optional, Int32),
+            F::new(3, "queueLengthLimit", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.ResourcePolicyRule",
+        fields: &[
+            F::new(1, "verbs", Repeated, String),
+            F::new(2, "apiGroups", Repeated, String),
+            F::new(3, "resources", Repeated, String),
+            F::new(4, "clusterScope", Optional, Bool),
+            F::new(5, "namespaces", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.ServiceAccountSubject",
+        fields: &[
+            F::new(1, "namespace", Optional, String),
+            F::new(2, "name", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.Subject",
+        fields: &[
+            F::new(1, "kind", Optional, String),
+            F::new(2, "user", Optional, Message("io.k8s.api.flowcontrol.v1.UserSubject")),
+            F::new(3, "group", Optional, Message("io.k8s.api.flowcontrol.v1.GroupSubject")),
+            F::new(4, "serviceAccount", Optional, Message("io.k8s.api.flowcontrol.v1.ServiceAccountSubject")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.flowcontrol.v1.UserSubject",
+        fields: &[
+            F::new(1, "name", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.HTTPIngressPath",
+        fields: &[
+            F::new(1, "path", Optional, String),
+            F::new(2, "backend", Optional, Message("io.k8s.api.networking.v1.IngressBackend")),
+            F::new(3, "pathType", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.HTTPIngressRuleValue",
+        fields: &[
+            F::new(1, "paths", Repeated, Message("io.k8s.api.networking.v1.HTTPIngressPath")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IPAddress",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.networking.v1.IPAddressSpec")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IPAddressList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.networking.v1.IPAddress")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IPAddressSpec",
+        fields: &[
+            F::new(1, "parentRef", Optional, Message("io.k8s.api.networking.v1.ParentReference")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IPBlock",
+        fields: &[
+            F::new(1, "cidr", Optional, String),
+            F::new(2, "except", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.Ingress",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.networking.v1.IngressSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.networking.v1.IngressStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressBackend",
+        fields: &[
+            F::new(3, "resource", Optional, Message("io.k8s.api.core.v1.TypedLocalObjectReference")),
+            F::new(4, "service", Optional, Message("io.k8s.api.networking.v1.IngressServiceBackend")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressClass",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.networking.v1.IngressClassSpec")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressClassList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.networking.v1.IngressClass")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressClassParametersReference",
+        fields: &[
+            F::new(1, "apiGroup", Optional, String),
+            F::new(2, "kind", Optional, String),
+            F::new(3, "name", Optional, String),
+            F::new(4, "scope", Optional, String),
+            F::new(5, "namespace", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressClassSpec",
+        fields: &[
+            F::new(1, "controller", Optional, String),
+            F::new(2, "parameters", Optional, Message("io.k8s.api.networking.v1.IngressClassParametersReference")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.networking.v1.Ingress")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressLoadBalancerIngress",
+        fields: &[
+            F::new(1, "ip", Optional, String),
+            F::new(2, "hostname", Optional, String),
+            F::new(4, "ports", Repeated, Message("io.k8s.api.networking.v1.IngressPortStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressLoadBalancerStatus",
+        fields: &[
+            F::new(1, "ingress", Repeated, Message("io.k8s.api.networking.v1.IngressLoadBalancerIngress")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressPortStatus",
+        fields: &[
+            F::new(1, "port", Optional, Int32),
+            F::new(2, "protocol", Optional, String),
+            F::new(3, "error", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressRule",
+        fields: &[
+            F::new(1, "host", Optional, String),
+            F::new(2, "", Inline, Message("io.k8s.api.networking.v1.IngressRuleValue")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressRuleValue",
+        fields: &[
+            F::new(1, "http", Optional, Message("io.k8s.api.networking.v1.HTTPIngressRuleValue")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressServiceBackend",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "port", Optional, Message("io.k8s.api.networking.v1.ServiceBackendPort")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressSpec",
+        fields: &[
+            F::new(1, "defaultBackend", Optional, Message("io.k8s.api.networking.v1.IngressBackend")),
+            F::new(2, "tls", Repeated, Message("io.k8s.api.networking.v1.IngressTLS")),
+            F::new(3, "rules", Repeated, Message("io.k8s.api.networking.v1.IngressRule")),
+            F::new(4, "ingressClassName", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressStatus",
+        fields: &[
+            F::new(1, "loadBalancer", Optional, Message("io.k8s.api.networking.v1.IngressLoadBalancerStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.IngressTLS",
+        fields: &[
+            F::new(1, "hosts", Repeated, String),
+            F::new(2, "secretName", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.NetworkPolicy",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.networking.v1.NetworkPolicySpec")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.NetworkPolicyEgressRule",
+        fields: &[
+            F::new(1, "ports", Repeated, Message("io.k8s.api.networking.v1.NetworkPolicyPort")),
+            F::new(2, "to", Repeated, Message("io.k8s.api.networking.v1.NetworkPolicyPeer")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.NetworkPolicyIngressRule",
+        fields: &[
+            F::new(1, "ports", Repeated, Message("io.k8s.api.networking.v1.NetworkPolicyPort")),
+            F::new(2, "from", Repeated, Message("io.k8s.api.networking.v1.NetworkPolicyPeer")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.NetworkPolicyList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.networking.v1.NetworkPolicy")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.NetworkPolicyPeer",
+        fields: &[
+            F::new(1, "podSelector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(2, "namespaceSelector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(3, "ipBlock", Optional, Message("io.k8s.api.networking.v1.IPBlock")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.NetworkPolicyPort",
+        fields: &[
+            F::new(1, "protocol", Optional, String),
+            F::new(2, "port", Optional, IntOrString),
+            F::new(3, "endPort", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.NetworkPolicySpec",
+        fields: &[
+            F::new(1, "podSelector", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(2, "ingress", Repeated, Message("io.k8s.api.networking.v1.NetworkPolicyIngressRule")),
+            F::new(3, "egress", Repeated, Message("io.k8s.api.networking.v1.NetworkPolicyEgressRule")),
+            F::new(4, "policyTypes", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.ParentReference",
+        fields: &[
+            F::new(1, "group", Optional, String),
+            F::new(2, "resource", Optional, String),
+            F::new(3, "namespace", Optional, String),
+            F::new(4, "name", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.ServiceBackendPort",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "number", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.ServiceCIDR",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.networking.v1.ServiceCIDRSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.networking.v1.ServiceCIDRStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.ServiceCIDRList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.networking.v1.ServiceCIDR")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.ServiceCIDRSpec",
+        fields: &[
+            F::new(1, "cidrs", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.networking.v1.ServiceCIDRStatus",
+        fields: &[
+            F::new(1, "conditions", Repeated, Message("io.k8s.apimachinery.pkg.apis.meta.v1.Condition")),
+        ],
+    },
+    Message {
         name: "io.k8s.api.node.v1.Overhead",
         fields: &[
             F::new(1, "podFixed", Map, Quantity),
@@ -2871,6 +3780,98 @@ pub static MESSAGES: &[Message] = &[
         ],
     },
     Message {
+        name: "io.k8s.api.rbac.v1.AggregationRule",
+        fields: &[
+            F::new(1, "clusterRoleSelectors", Repeated, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.ClusterRole",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "rules", Repeated, Message("io.k8s.api.rbac.v1.PolicyRule")),
+            F::new(3, "aggregationRule", Optional, Message("io.k8s.api.rbac.v1.AggregationRule")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.ClusterRoleBinding",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "subjects", Repeated, Message("io.k8s.api.rbac.v1.Subject")),
+            F::new(3, "roleRef", Optional, Message("io.k8s.api.rbac.v1.RoleRef")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.ClusterRoleBindingList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.rbac.v1.ClusterRoleBinding")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.ClusterRoleList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.rbac.v1.ClusterRole")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.PolicyRule",
+        fields: &[
+            F::new(1, "verbs", Repeated, String),
+            F::new(2, "apiGroups", Repeated, String),
+            F::new(3, "resources", Repeated, String),
+            F::new(4, "resourceNames", Repeated, String),
+            F::new(5, "nonResourceURLs", Repeated, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.Role",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "rules", Repeated, Message("io.k8s.api.rbac.v1.PolicyRule")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.RoleBinding",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "subjects", Repeated, Message("io.k8s.api.rbac.v1.Subject")),
+            F::new(3, "roleRef", Optional, Message("io.k8s.api.rbac.v1.RoleRef")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.RoleBindingList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.rbac.v1.RoleBinding")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.RoleList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.rbac.v1.Role")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.RoleRef",
+        fields: &[
+            F::new(1, "apiGroup", Optional, String),
+            F::new(2, "kind", Optional, String),
+            F::new(3, "name", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.rbac.v1.Subject",
+        fields: &[
+            F::new(1, "kind", Optional, String),
+            F::new(2, "apiGroup", Optional, String),
+            F::new(3, "name", Optional, String),
+            F::new(4, "namespace", Optional, String),
+        ],
+    },
+    Message {
         name: "io.k8s.api.scheduling.v1.PriorityClass",
         fields: &[
             F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
@@ -2885,6 +3886,161 @@ pub static MESSAGES: &[Message] = &[
         fields: &[
             F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
             F::new(2, "items", Repeated, Message("io.k8s.api.scheduling.v1.PriorityClass")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.CSIDriver",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.storage.v1.CSIDriverSpec")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.CSIDriverList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.storage.v1.CSIDriver")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.CSIDriverSpec",
+        fields: &[
+            F::new(1, "attachRequired", Optional, Bool),
+            F::new(2, "podInfoOnMount", Optional, Bool),
+            F::new(3, "volumeLifecycleModes", Repeated, String),
+            F::new(4, "storageCapacity", Optional, Bool),
+            F::new(5, "fsGroupPolicy", Optional, String),
+            F::new(6, "tokenRequests", Repeated, Message("io.k8s.api.storage.v1.TokenRequest")),
+            F::new(7, "requiresRepublish", Optional, Bool),
+            F::new(8, "seLinuxMount", Optional, Bool),
+            F::new(9, "nodeAllocatableUpdatePeriodSeconds", Optional, Int64),
+            F::new(10, "serviceAccountTokenInSecrets", Optional, Bool),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.CSINode",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.storage.v1.CSINodeSpec")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.CSINodeDriver",
+        fields: &[
+            F::new(1, "name", Optional, String),
+            F::new(2, "nodeID", Optional, String),
+            F::new(3, "topologyKeys", Repeated, String),
+            F::new(4, "allocatable", Optional, Message("io.k8s.api.storage.v1.VolumeNodeResources")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.CSINodeList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.storage.v1.CSINode")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.CSINodeSpec",
+        fields: &[
+            F::new(1, "drivers", Repeated, Message("io.k8s.api.storage.v1.CSINodeDriver")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.CSIStorageCapacity",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "nodeTopology", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")),
+            F::new(3, "storageClassName", Optional, String),
+            F::new(4, "capacity", Optional, Quantity),
+            F::new(5, "maximumVolumeSize", Optional, Quantity),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.CSIStorageCapacityList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.storage.v1.CSIStorageCapacity")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.StorageClass",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "provisioner", Optional, String),
+            F::new(3, "parameters", Map, String),
+            F::new(4, "reclaimPolicy", Optional, String),
+            F::new(5, "mountOptions", Repeated, String),
+            F::new(6, "allowVolumeExpansion", Optional, Bool),
+            F::new(7, "volumeBindingMode", Optional, String),
+            F::new(8, "allowedTopologies", Repeated, Message("io.k8s.api.core.v1.TopologySelectorTerm")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.StorageClassList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.storage.v1.StorageClass")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.TokenRequest",
+        fields: &[
+            F::new(1, "audience", Optional, String),
+            F::new(2, "expirationSeconds", Optional, Int64),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.VolumeAttachment",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")),
+            F::new(2, "spec", Optional, Message("io.k8s.api.storage.v1.VolumeAttachmentSpec")),
+            F::new(3, "status", Optional, Message("io.k8s.api.storage.v1.VolumeAttachmentStatus")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.VolumeAttachmentList",
+        fields: &[
+            F::new(1, "metadata", Optional, Message("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")),
+            F::new(2, "items", Repeated, Message("io.k8s.api.storage.v1.VolumeAttachment")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.VolumeAttachmentSource",
+        fields: &[
+            F::new(1, "persistentVolumeName", Optional, String),
+            F::new(2, "inlineVolumeSpec", Optional, Message("io.k8s.api.core.v1.PersistentVolumeSpec")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.VolumeAttachmentSpec",
+        fields: &[
+            F::new(1, "attacher", Optional, String),
+            F::new(2, "source", Optional, Message("io.k8s.api.storage.v1.VolumeAttachmentSource")),
+            F::new(3, "nodeName", Optional, String),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.VolumeAttachmentStatus",
+        fields: &[
+            F::new(1, "attached", Optional, Bool),
+            F::new(2, "attachmentMetadata", Map, String),
+            F::new(3, "attachError", Optional, Message("io.k8s.api.storage.v1.VolumeError")),
+            F::new(4, "detachError", Optional, Message("io.k8s.api.storage.v1.VolumeError")),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.VolumeError",
+        fields: &[
+            F::new(1, "time", Optional, Time),
+            F::new(2, "message", Optional, String),
+            F::new(3, "errorCode", Optional, Int32),
+        ],
+    },
+    Message {
+        name: "io.k8s.api.storage.v1.VolumeNodeResources",
+        fields: &[
+            F::new(1, "count", Optional, Int32),
         ],
     },
     Message {

@@ -9,6 +9,9 @@ use std::cmp::Ordering;
 /// know comes after every known one.
 pub fn group_priority(group: &str) -> i32 {
     match group {
+        // The aggregator lists its own group first (upstream's 20001, above every
+        // APIService's).
+        "apiregistration.k8s.io" => 20001,
         "" => 18000,
         "apps" => 17800,
         "events.k8s.io" => 17750,

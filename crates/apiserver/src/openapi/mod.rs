@@ -402,6 +402,36 @@ mod tests {
         assert!(schemas[schemas::QUANTITY]["oneOf"].is_array());
     }
 
+    /// Upstream's enum fields carry `enum` and a `Possible enum values:` paragraph, in v3
+    /// and v2 (what `kubectl explain` prints as `ENUM:`).
+    #[tokio::test]
+    async fn enum_fields_list_their_values() {
+        let router: Router = router(LiveRegistry::shared(registry()));
+        let (_, _, body) = get(&router, "/openapi/v3/api/v1", None).await;
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let pull = &schemas["io.k8s.api.core.v1.Container"]["properties"]["imagePullPolicy"];
+        assert_eq!(pull["enum"], json!(["Always", "IfNotPresent", "Never"]));
+        let description = pull["description"].as_str().unwrap();
+        assert!(
+            description.starts_with("Image pull policy. One of Always, Never, IfNotPresent.")
+                && description.ends_with(
+                    "\n\nPossible enum values:\n - `\"Always\"` means that kubelet always attempts to pull the latest image. Container will fail If the pull fails.\n - `\"IfNotPresent\"` means that kubelet pulls if the image isn't present on disk. Container will fail if the image isn't present and the pull fails.\n - `\"Never\"` means that kubelet never pulls an image, but only uses a local image. Container will fail if the image isn't present"
+                ),
+            "{description}"
+        );
+        let restart = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["restartPolicy"];
+        assert_eq!(restart["enum"], json!(["Always", "Never", "OnFailure"]));
+        let (_, _, body) = get(&router, "/openapi/v2", None).await;
+        let v2: Value = serde_json::from_slice(&body).unwrap();
+        let strategy =
+            &v2["definitions"]["io.k8s.api.apps.v1.DeploymentStrategy"]["properties"]["type"];
+        assert_eq!(strategy["enum"], json!(["Recreate", "RollingUpdate"]));
+        let pull =
+            &v2["definitions"]["io.k8s.api.core.v1.Container"]["properties"]["imagePullPolicy"];
+        assert_eq!(pull["enum"], json!(["Always", "IfNotPresent", "Never"]));
+    }
+
     #[tokio::test]
     async fn v2_is_served_as_json_and_gnostic_protobuf() {
         let router: Router = router(LiveRegistry::shared(registry()));

@@ -1,8 +1,9 @@
 //! [`Catalog`]: the OpenAPI definitions of everything the server serves, generated from the
 //! kinds' k8s-openapi types (schemars), shaped as upstream publishes them in OpenAPI v2:
 //! refs `#/definitions/<name>`, `x-kubernetes-group-version-kind` on every kind (kubectl
-//! finds a kind's schema by it), a `<Kind>List` per kind, and the patch extensions of
-//! [`skiff_api::schema::Schemas`].
+//! finds a kind's schema by it), a `<Kind>List` per kind, the patch extensions of
+//! [`skiff_api::schema::Schemas`], and the `enum` values of upstream's enum fields
+//! ([`skiff_api::openapi_enums`]).
 
 use std::collections::BTreeMap;
 
@@ -107,6 +108,7 @@ impl<'a> Catalog<'a> {
             definitions.insert(format!("{name}List"), list);
         }
         as_upstream_v2(&mut definitions);
+        skiff_api::openapi_enums::add_enums(&mut definitions);
         Catalog {
             definitions: Schemas::new(definitions).definitions().clone(),
             names,

@@ -3,28 +3,37 @@
 //! container and the node's kubelet and proxies the request to it over HTTPS with the
 //! kubelet client certificate. Logs are streamed back; exec, attach and port-forward
 //! are connection upgrades (SPDY/3.1 or WebSocket channel protocols), spliced byte for
-//! byte once both sides switched protocols.
+//! byte once both sides switched protocols. The `proxy` subresources of pods, services
+//! and nodes send any request on to the pod, a service endpoint or the node's kubelet
+//! (see `resource` and `forward`).
 
 mod client;
+mod forward;
 mod location;
 mod log;
+mod resource;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
 pub use client::KubeletClient;
 pub use location::DEFAULT_KUBELET_PORT;
+pub use resource::{Proxied, ResourceProxy};
 
 use crate::error::ApiError;
 use crate::registry::{Context, Subresource};
 
-/// The pods subresources this module serves: `log`, `exec`, `attach`, `portforward`.
+/// The pods subresources this module serves: `log`, `exec`, `attach`, `portforward`,
+/// `proxy`.
 pub fn pod_subresources() -> Vec<Arc<dyn Subresource>> {
     vec![
         Arc::new(log::PodLog),
         Arc::new(stream::PodStream::EXEC),
         Arc::new(stream::PodStream::ATTACH),
         Arc::new(stream::PodStream::PORT_FORWARD),
+        Arc::new(ResourceProxy(Proxied::Pods)),
     ]
 }
 

@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 use skiff_api::field::ErrorList;
 
-use super::{ApiResource, Context, Kind, ScaleSpec, Strategy, Subresource, TableColumn};
+use super::{
+    ApiResource, Context, Conversion, Kind, ScaleSpec, Strategy, Subresource, TableColumn,
+};
 use crate::error::ApiError;
 
 /// Erases a [`Strategy`]; built once per kind by [`super::Registry::add`].
@@ -257,12 +259,27 @@ impl<S: Strategy> Kind for Adapter<S> {
         Ok(held)
     }
 
-    fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError> {
+    /// Typed strategies convert synchronously: always [`Conversion::Done`].
+    fn encode_for_storage_now(&self, object: Value) -> Conversion {
+        Conversion::Done(self.strategy.encode_for_storage(object))
+    }
+
+    fn decode_from_storage_now(&self, stored: Value) -> Conversion {
+        Conversion::Done(self.strategy.decode_from_storage(stored))
+    }
+
+    async fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError> {
         self.strategy.encode_for_storage(object)
     }
 
-    fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError> {
+    async fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError> {
         self.strategy.decode_from_storage(stored)
+    }
+
+    /// The strategy's [`Strategy::stored_as_served`], whatever the stored `apiVersion`
+    /// (a built-in kind stores its own).
+    fn serves_stored(&self, _stored_api_version: Option<&str>) -> bool {
+        self.strategy.stored_as_served()
     }
 
     fn schema_name(&self) -> String {

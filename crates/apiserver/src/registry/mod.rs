@@ -12,6 +12,7 @@ pub mod printers;
 
 mod admissionregistration;
 pub(crate) mod apiextensions;
+mod apiregistration;
 mod apps;
 mod authentication;
 mod authorization;
@@ -547,6 +548,13 @@ pub trait Strategy: Send + Sync + 'static {
         Ok(stored)
     }
 
+    /// Whether [`Strategy::decode_from_storage`] gives stored objects back unchanged, so
+    /// that a LIST may write the stored bytes as they are (see [`Kind::serves_stored`]).
+    /// A strategy whose `decode_from_storage` converts must say `false`. Default: `true`.
+    fn stored_as_served(&self) -> bool {
+        true
+    }
+
     /// Graceful deletion (upstream's RESTGracefulDeleteStrategy): the grace period in
     /// seconds to delete with, given the request's `gracePeriodSeconds`, or `None` to
     /// delete at once. Default: at once.
@@ -571,6 +579,17 @@ pub trait Strategy: Send + Sync + 'static {
     fn hold_deletion(&self, _old: &Self::Object, _marked: &mut Self::Object) -> bool {
         false
     }
+}
+
+/// A storage conversion of [`Kind::encode_for_storage_now`] or
+/// [`Kind::decode_from_storage_now`].
+#[derive(Debug)]
+pub enum Conversion {
+    /// Converted without waiting: the object, or why it cannot be converted.
+    Done(Result<Value, ApiError>),
+    /// The conversion must be awaited (a webhook call): the object handed back, for the
+    /// `async` method.
+    Await(Value),
 }
 
 /// A kind with its type erased: what the REST layer, discovery and OpenAPI use.
@@ -650,8 +669,42 @@ pub trait Kind: Send + Sync {
     ) -> Result<Option<i64>, ApiError>;
     fn hold_deletion(&self, old: &Value, marked: &mut Value) -> Result<bool, ApiError>;
     fn orphans_by_default(&self) -> bool;
-    fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError>;
-    fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError>;
+    /// [`Kind::encode_for_storage`] when it needs no waiting: every built-in kind (through
+    /// [`Strategy::encode_for_storage`]) and custom resources that need no conversion
+    /// webhook call. The REST layer tries this first, so that those kinds convert without
+    /// the boxed future of an `async` trait method. Default: [`Conversion::Await`].
+    fn encode_for_storage_now(&self, object: Value) -> Conversion {
+        Conversion::Await(object)
+    }
+    /// [`Kind::decode_from_storage`] when it needs no waiting (see
+    /// [`Kind::encode_for_storage_now`]). Default: [`Conversion::Await`].
+    fn decode_from_storage_now(&self, stored: Value) -> Conversion {
+        Conversion::Await(stored)
+    }
+    /// The stored form of an object of this kind (its storage version). May call out: a
+    /// custom resource's conversion webhook (upstream's `webhookConverter`). Errors: the
+    /// conversion failed; nothing may be stored then.
+    async fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError>;
+    /// A stored object as this kind's version: the inverse of
+    /// [`Kind::encode_for_storage`]. Errors: the conversion failed.
+    async fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError>;
+    /// [`Kind::decode_from_storage`] of a list's objects, in order: a custom resource
+    /// converts them with one webhook call, as upstream converts an `UnstructuredList`.
+    /// Default: each object on its own.
+    async fn decode_many(&self, stored: Vec<Value>) -> Result<Vec<Value>, ApiError> {
+        let mut objects = Vec::with_capacity(stored.len());
+        for object in stored {
+            objects.push(self.decode_from_storage(object).await?);
+        }
+        Ok(objects)
+    }
+    /// Whether an object stored with `apiVersion` `stored_api_version` is served exactly
+    /// as stored (plus its `metadata.resourceVersion`): [`Kind::decode_from_storage`] is
+    /// the identity for it. A LIST then writes the stored bytes without decoding them, as
+    /// upstream's watch cache serves lists from the objects it keeps. Default: no.
+    fn serves_stored(&self, _stored_api_version: Option<&str>) -> bool {
+        false
+    }
     /// The OpenAPI name of the type, `io.k8s.api.core.v1.Pod`.
     fn schema_name(&self) -> String;
     /// The type's JSON schema; referenced types are added to `generator`'s definitions.
@@ -748,6 +801,7 @@ impl Registry {
         storage::add(&mut registry);
         admissionregistration::add(&mut registry);
         apiextensions::add(&mut registry);
+        apiregistration::add(&mut registry);
         scheduling::add(&mut registry);
         coordination::add(&mut registry);
         node::add(&mut registry);

@@ -32,6 +32,7 @@ pub mod request;
 pub mod router;
 pub mod scale;
 pub mod store;
+pub mod stored_list;
 pub mod table;
 pub mod unstored;
 pub mod update;

@@ -74,7 +74,7 @@ impl Objects for ServerObjects<'_> {
             .list(&prefix, None, 0, None)
             .await
             .map_err(|e| store.error(e, ""))?;
-        page.items.iter().map(|kv| store.decode(kv)).collect()
+        store.decode_all(&page.items).await
     }
 
     async fn create(
@@ -128,13 +128,17 @@ impl Objects for ServerObjects<'_> {
     }
 
     fn namespaced_resources(&self) -> Vec<GroupResource> {
-        // Unstored kinds (bindings) have no content to delete.
+        // Unstored kinds (bindings) have no content to delete; a kind served in several
+        // versions (HPAs, custom resources) is one resource.
         let registry = self.state.registry.current();
-        let stored = registry.kinds().iter().filter(|k| k.unstored().is_none());
-        stored
-            .map(|k| k.info())
-            .filter(|info| info.namespaced)
-            .map(|info| info.group_resource())
-            .collect()
+        let mut resources: Vec<GroupResource> = Vec::new();
+        for kind in registry.kinds().iter().filter(|k| k.unstored().is_none()) {
+            let info = kind.info();
+            let resource = info.group_resource();
+            if info.namespaced && !resources.contains(&resource) {
+                resources.push(resource);
+            }
+        }
+        resources
     }
 }

@@ -3,6 +3,7 @@
 //! (`metadata.name`, `metadata.namespace`) and the kind's selectable fields.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 use skiff_api::selector::{FieldSelector, LabelSelector};
@@ -52,6 +53,39 @@ impl Predicate {
     /// Whether every object matches (no selector).
     pub fn is_everything(&self) -> bool {
         self.labels.is_none() && self.fields.is_none()
+    }
+
+    /// Whether the selectors read nothing but `metadata.labels`, `metadata.name` and
+    /// `metadata.namespace`, so that [`Predicate::matches_metadata`] decides alone.
+    pub fn needs_only_metadata(&self) -> bool {
+        self.fields.as_ref().is_none_or(|selector| {
+            selector
+                .fields()
+                .iter()
+                .all(|f| *f == "metadata.name" || *f == "metadata.namespace")
+        })
+    }
+
+    /// [`Predicate::matches`] for an object with these labels, name and namespace, when
+    /// [`Predicate::needs_only_metadata`].
+    pub fn matches_metadata(
+        &self,
+        labels: &BTreeMap<String, String>,
+        name: &str,
+        namespace: &str,
+    ) -> bool {
+        if let Some(selector) = &self.labels
+            && !selector.matches(labels)
+        {
+            return false;
+        }
+        self.fields.as_ref().is_none_or(|selector| {
+            selector.matches(&|field: &str| match field {
+                "metadata.name" => Some(name.to_owned()),
+                "metadata.namespace" => Some(namespace.to_owned()),
+                _ => None,
+            })
+        })
     }
 
     /// Whether `object` matches both selectors.

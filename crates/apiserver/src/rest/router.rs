@@ -48,6 +48,10 @@ async fn grouped(
     serve(state, &group, &version, &path, request).await
 }
 
+/// The subresource that forwards requests (pods, services and nodes), with any path
+/// after it.
+const PROXY: &str = "proxy";
+
 /// 404 for paths that name nothing, as upstream's.
 fn not_found() -> ApiError {
     ApiError::new(
@@ -128,6 +132,8 @@ async fn route(
         [plural] => (*plural, None, None),
         [plural, name] => (*plural, Some(*name), None),
         [plural, name, sub] => (*plural, Some(*name), Some(*sub)),
+        // `.../<name>/proxy/<path...>` (upstream's connecters with a subpath).
+        [plural, name, sub, ..] if *sub == PROXY => (*plural, Some(*name), Some(*sub)),
         _ => return Err(not_found()),
     };
     let kind = registry
@@ -137,9 +143,18 @@ async fn route(
     if kind.info().namespaced && namespace.is_none() && name.is_some() {
         return Err(not_found());
     }
-    let mut params = Params::parse(request.uri().query())?;
+    // A proxied request's query and Accept header are the backend's.
+    let proxied = subresource == Some(PROXY);
+    let (mut params, output) = if proxied {
+        let output = Output::negotiate(request.headers()).unwrap_or(Output::JSON);
+        (Params::default(), output)
+    } else {
+        (
+            Params::parse(request.uri().query())?,
+            Output::negotiate(request.headers())?,
+        )
+    };
     params.watch |= legacy_watch;
-    let output = Output::negotiate(request.headers())?;
     let user = request
         .extensions()
         .get::<UserInfo>()

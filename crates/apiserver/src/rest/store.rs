@@ -15,7 +15,7 @@ use super::managed::{self, Ownership};
 use super::meta;
 use super::object::{self, meta_get, meta_str, meta_string, set_meta};
 use crate::error::{ApiError, GroupResource};
-use crate::registry::{Context, Kind};
+use crate::registry::{Context, Conversion, Kind};
 use crate::storage::{KeyValue, Revision, StorageError};
 
 /// How often a write is retried after a conflict it may retry (upstream's
@@ -160,20 +160,82 @@ impl<'a> Store<'a> {
         }
     }
 
-    /// A stored value as the kind's object, with `metadata.resourceVersion`.
-    pub fn decode(&self, kv: &KeyValue) -> Result<Value, ApiError> {
+    /// A stored value as stored, with `metadata.resourceVersion`.
+    fn parse(kv: &KeyValue) -> Result<Value, ApiError> {
         let mut value: Value = serde_json::from_slice(&kv.value).map_err(ApiError::internal)?;
         set_meta(
             &mut value,
             "resourceVersion",
             Some(kv.mod_revision.to_string().into()),
         );
-        self.kind.decode_from_storage(value)
+        Ok(value)
     }
 
-    /// The stored form of an object (without `resourceVersion`).
-    fn encode(&self, object: &Value) -> Result<Vec<u8>, ApiError> {
-        let mut stored = self.kind.encode_for_storage(object.clone())?;
+    /// A stored value as the kind's object, with `metadata.resourceVersion`. Errors: 500
+    /// for an unreadable value, the kind's conversion errors (a conversion webhook's).
+    pub async fn decode(&self, kv: &KeyValue) -> Result<Value, ApiError> {
+        match self.kind.decode_from_storage_now(Self::parse(kv)?) {
+            Conversion::Done(object) => object,
+            Conversion::Await(stored) => self.kind.decode_from_storage(stored).await,
+        }
+    }
+
+    /// [`Store::decode`] when the kind converts without waiting; `None` when the
+    /// conversion must be awaited (then [`Store::decode`] does it).
+    pub fn decode_now(&self, kv: &KeyValue) -> Option<Result<Value, ApiError>> {
+        let stored = match Self::parse(kv) {
+            Ok(stored) => stored,
+            Err(e) => return Some(Err(e)),
+        };
+        match self.kind.decode_from_storage_now(stored) {
+            Conversion::Done(object) => Some(object),
+            Conversion::Await(_) => None,
+        }
+    }
+
+    /// [`Store::decode`] of a list's values, in order. The objects whose conversion must
+    /// be awaited go to the kind together ([`Kind::decode_many`]: one conversion webhook
+    /// call for a list, as upstream); the others are converted at once.
+    pub async fn decode_all(&self, kvs: &[KeyValue]) -> Result<Vec<Value>, ApiError> {
+        let mut objects = Vec::with_capacity(kvs.len());
+        let mut waiting = Vec::new();
+        for kv in kvs {
+            match self.kind.decode_from_storage_now(Self::parse(kv)?) {
+                Conversion::Done(object) => objects.push(object?),
+                Conversion::Await(stored) => {
+                    waiting.push(objects.len());
+                    objects.push(stored);
+                }
+            }
+        }
+        if waiting.is_empty() {
+            return Ok(objects);
+        }
+        let stored = waiting
+            .iter()
+            .map(|&i| std::mem::take(&mut objects[i]))
+            .collect();
+        let converted = self.kind.decode_many(stored).await?;
+        if converted.len() != waiting.len() {
+            return Err(ApiError::internal(format!(
+                "converted {} objects of {}",
+                converted.len(),
+                waiting.len()
+            )));
+        }
+        for (i, object) in waiting.into_iter().zip(converted) {
+            objects[i] = object;
+        }
+        Ok(objects)
+    }
+
+    /// The stored form of an object (without `resourceVersion`). Errors: the kind's
+    /// conversion errors; nothing is written then.
+    async fn encode(&self, object: &Value) -> Result<Vec<u8>, ApiError> {
+        let mut stored = match self.kind.encode_for_storage_now(object.clone()) {
+            Conversion::Done(stored) => stored?,
+            Conversion::Await(object) => self.kind.encode_for_storage(object).await?,
+        };
         set_meta(&mut stored, "resourceVersion", None);
         serde_json::to_vec(&stored).map_err(ApiError::internal)
     }
@@ -194,7 +256,7 @@ impl<'a> Store<'a> {
     /// The object `name`. Errors: 404.
     pub async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
         match self.read(&self.key(namespace, name), name).await? {
-            Some(kv) => self.decode(&kv),
+            Some(kv) => self.decode(&kv).await,
             None => Err(ApiError::not_found(&self.resource(), name)),
         }
     }
@@ -240,7 +302,12 @@ impl<'a> Store<'a> {
         for attempt in 1..=GENERATE_NAME_ATTEMPTS {
             let name = meta_string(&object, "name");
             let key = self.key(namespace, &name);
-            match self.state.storage.create(&key, self.encode(&object)?).await {
+            match self
+                .state
+                .storage
+                .create(&key, self.encode(&object).await?)
+                .await
+            {
                 Ok(kv) => {
                     set_meta(
                         &mut object,
@@ -337,7 +404,7 @@ impl<'a> Store<'a> {
                 }
                 return Err(ApiError::not_found(&self.resource(), name));
             };
-            let old = self.decode(&kv)?;
+            let old = self.decode(&kv).await?;
             let mut new = build(Some(&old))?;
             check_name(&mut new, name)?;
             meta::set_identity(self.kind.as_ref(), &mut new, namespace)?;
@@ -383,7 +450,7 @@ impl<'a> Store<'a> {
             match self
                 .state
                 .storage
-                .update(&key, self.encode(&new)?, kv.mod_revision)
+                .update(&key, self.encode(&new).await?, kv.mod_revision)
                 .await
             {
                 Ok(written) => {
@@ -481,7 +548,7 @@ impl<'a> Store<'a> {
             let Some(kv) = self.read(&key, name).await? else {
                 return Err(ApiError::not_found(&self.resource(), name));
             };
-            let old = self.decode(&kv)?;
+            let old = self.decode(&kv).await?;
             self.check_preconditions(&old, name, options)?;
             self.kind.before_delete(ctx, &old).await?;
             let mut marked = self.mark_for_deletion(&old, options)?;
@@ -509,7 +576,7 @@ impl<'a> Store<'a> {
             match self
                 .state
                 .storage
-                .update(&key, self.encode(&marked)?, kv.mod_revision)
+                .update(&key, self.encode(&marked).await?, kv.mod_revision)
                 .await
             {
                 Ok(written) => {

@@ -179,16 +179,29 @@ impl Watch<'_> {
     }
 
     /// An event's value (`side` names it: `new` or `old`) decoded as the watch's kind,
-    /// shared between the event's watchers.
-    fn decoded(
+    /// shared between the event's watchers: made at once when the kind converts without
+    /// waiting, else by the first watcher that needs it (one conversion webhook call per
+    /// event and version, its outcome shared, an error included); the others wait for it.
+    async fn decoded(
         &self,
         store: &Store<'_>,
         encodings: &Encodings,
         side: &str,
         kv: &KeyValue,
-    ) -> Result<Arc<Value>, ApiError> {
+    ) -> Result<Arc<Decoded>, ApiError> {
         let key = format!("{side}:{}", self.form());
-        encodings.get_or_try_insert(&key, || store.decode(kv))
+        let Ok(decoded) = encodings.get_or_try_insert(&key, || {
+            Ok::<_, Infallible>(match store.decode_now(kv) {
+                Some(done) => Decoded::new_with(Some(done)),
+                None => Decoded::new(),
+            })
+        });
+        decoded
+            .get_or_init(|| store.decode(kv))
+            .await
+            .as_ref()
+            .map_err(Clone::clone)?;
+        Ok(decoded)
     }
 
     /// A BOOKMARK object: the kind with only `metadata.resourceVersion` (and annotations).
@@ -272,8 +285,9 @@ impl Watch<'_> {
                     }
                 }
                 Some(Ok(WatchItem::Event(event))) => {
-                    if let Some((kind, object)) = self.translate(&store, &event)? {
-                        self.send_change(kind, &event, &object).await?;
+                    if let Some((kind, decoded)) = self.translate(&store, &event).await? {
+                        let object = object(&decoded, &store, &event.kv).await?;
+                        self.send_change(kind, &event, object).await?;
                     }
                 }
             }
@@ -281,21 +295,26 @@ impl Watch<'_> {
     }
 
     /// The event a watcher with selectors sees for a change, if any, and its object.
-    fn translate(
+    async fn translate(
         &self,
         store: &Store<'_>,
         event: &Event,
-    ) -> Result<Option<(&'static str, Arc<Value>)>, ApiError> {
-        let new = self.decoded(store, &event.encodings, "new", &event.kv)?;
-        let new_selected = self.selects(&new)?;
+    ) -> Result<Option<(&'static str, Arc<Decoded>)>, ApiError> {
+        let new = self
+            .decoded(store, &event.encodings, "new", &event.kv)
+            .await?;
+        let new_selected = self.selects(object(&new, store, &event.kv).await?)?;
         let kind = match event.kind {
             EventType::Added => new_selected.then_some("ADDED"),
             EventType::Deleted => new_selected.then_some("DELETED"),
             EventType::Modified => {
                 let old_selected = match &event.prev {
+                    // Without selectors the old state is selected when the new one is (the
+                    // same key, the same name): no need to decode (convert) it.
+                    Some(_) if self.predicate.is_everything() => new_selected,
                     Some(prev) => {
-                        let old = self.decoded(store, &event.encodings, "old", prev)?;
-                        self.selects(&old)?
+                        let old = self.decoded(store, &event.encodings, "old", prev).await?;
+                        self.selects(object(&old, store, prev).await?)?
                     }
                     None => false,
                 };
@@ -309,6 +328,24 @@ impl Watch<'_> {
         };
         Ok(kind.map(|kind| (kind, new)))
     }
+}
+
+/// An event's object as one kind and version, shared by the event's watchers: the
+/// decoded object or the conversion's error, set once ([`Watch::decoded`]).
+type Decoded = tokio::sync::OnceCell<Result<Value, ApiError>>;
+
+/// The object of a [`Decoded`] that [`Watch::decoded`] returned (set by then: `store`
+/// and `kv` only decode again should it not be).
+async fn object<'d>(
+    decoded: &'d Decoded,
+    store: &Store<'_>,
+    kv: &KeyValue,
+) -> Result<&'d Value, ApiError> {
+    decoded
+        .get_or_init(|| store.decode(kv))
+        .await
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// Why a watch stream stopped early.

@@ -24,12 +24,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use serde_json::Value;
 
 use super::CLEANUP_FINALIZER;
+use super::conversion::Converter;
 use super::custom_resource::CustomResource;
 use crate::error::{ApiError, GroupResource};
 use crate::registry::{Kind, Objects};
 use crate::rest::State;
 use crate::rest::objects::ServerObjects;
-use crate::storage::{EventType, WatchItem};
+use crate::storage::{EventType, Storage, WatchItem};
 
 /// Where the definitions are stored.
 const PREFIX: &str = "/registry/customresourcedefinitions/";
@@ -134,7 +135,7 @@ impl Controller {
             .definitions
             .values()
             .filter(|crd| is_true(crd, "Established"))
-            .flat_map(|crd| kinds_of(crd))
+            .flat_map(|crd| kinds_of(crd, &self.state.storage))
             .collect();
         self.state.registry.update(|registry| {
             registry.remove_kinds(|kind| kind.definition().is_some());
@@ -191,7 +192,7 @@ impl Controller {
             })
             .await?;
         if established {
-            let kinds = kinds_of(&updated);
+            let kinds = kinds_of(&updated, &self.state.storage);
             self.state.registry.update(|registry| {
                 registry.remove_kinds(|kind| kind.definition() == Some(name.as_str()));
                 for kind in kinds {
@@ -306,7 +307,7 @@ impl Controller {
             })
             .await?;
         // The kinds stay while objects remain, refusing creates.
-        let kinds = kinds_of(&crd);
+        let kinds = kinds_of(&crd, &self.state.storage);
         let resource = kinds.first().map(|k| k.info().group_resource());
         self.state.registry.update(|registry| {
             registry.remove_kinds(|kind| kind.definition() == Some(name.as_str()));
@@ -404,18 +405,22 @@ fn same_status(a: &CustomResourceDefinition, b: &CustomResourceDefinition) -> bo
 
 /// The kinds of `crd`'s served versions (none when a version's schema does not compile,
 /// which the definition's validation refuses first).
-fn kinds_of(crd: &CustomResourceDefinition) -> Vec<Arc<dyn Kind>> {
+/// The versions share one converter (its conversion webhook's client reads Services and
+/// endpoints from `storage`).
+fn kinds_of(crd: &CustomResourceDefinition, storage: &Arc<dyn Storage>) -> Vec<Arc<dyn Kind>> {
     let terminating = crd.metadata.deletion_timestamp.is_some();
+    let converter = Arc::new(Converter::new(crd, storage.clone()));
     crd.spec
         .versions
         .iter()
         .filter(|v| v.served)
-        .filter_map(|version| match CustomResource::new(crd, version, terminating) {
-            Ok(kind) => Some(Arc::new(kind) as Arc<dyn Kind>),
-            Err(e) => {
+        .filter_map(|version| {
+            let kind = CustomResource::new(crd, version, terminating, converter.clone());
+            kind.map_err(|e| {
                 tracing::warn!(crd = ?crd.metadata.name, version = %version.name, error = %e.message, "custom resource version not served");
-                None
-            }
+            })
+            .ok()
+            .map(|kind| Arc::new(kind) as Arc<dyn Kind>)
         })
         .collect()
 }

@@ -4,7 +4,10 @@
 //! validation (with its CEL rules), its `status` and `scale` subresources, printer
 //! columns and selectable fields. Objects are stored in the storage version under
 //! `/registry/<group>/<plural>/`; with the `None` conversion strategy a version change
-//! only rewrites `apiVersion`.
+//! only rewrites `apiVersion`, with `Webhook` the definition's conversion webhook converts
+//! ([`Converter`]): an object already in the wanted version is not sent, a list's objects
+//! go in one call, and what comes back is pruned and defaulted by the target version's
+//! schema, as upstream.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -17,10 +20,12 @@ use serde_json::{Value, json};
 use skiff_api::field::{ErrorList, FieldError, Path};
 use skiff_api::jsonpath::{self, JsonPath};
 
+use super::conversion::{Converter, gvk};
 use super::schema::VersionSchema;
 use crate::error::ApiError;
 use crate::registry::{
-    ALL_VERBS, ApiResource, Context, Kind, ScaleSpec, Subresource, TableColumn, Unstored, printers,
+    ALL_VERBS, ApiResource, Context, Conversion, Kind, ScaleSpec, Subresource, TableColumn,
+    Unstored, printers,
 };
 
 /// A printer column of the version: its definition and the parsed path.
@@ -32,8 +37,16 @@ struct Column {
 /// A served version of a custom resource.
 pub(crate) struct CustomResource {
     info: ApiResource,
+    /// `<group>/<version>`: this kind's `apiVersion`.
+    api_version: String,
     /// `<group>/<storage version>`: the `apiVersion` objects are stored with.
     storage_api_version: String,
+    /// The definition's converter, shared by its versions.
+    converter: Arc<Converter>,
+    /// The storage version's schema, which prunes and defaults what a conversion webhook
+    /// makes of an object to store; `None` without a webhook or when this version is the
+    /// storage version.
+    storage_schema: Option<Arc<VersionSchema>>,
     /// The CRD's `metadata.name`, `<plural>.<group>`.
     crd_name: String,
     status: bool,
@@ -59,12 +72,14 @@ fn pointer(path: &str) -> String {
 
 impl CustomResource {
     /// The kind of `version` of `crd`, with the names it was accepted with
-    /// (`status.acceptedNames`, else `spec.names`). Errors: the version's schema does not
+    /// (`status.acceptedNames`, else `spec.names`), converting with `converter` (the
+    /// definition's, see [`Converter::new`]). Errors: the version's schema does not
     /// compile (the CRD's own validation refuses such a CRD first).
     pub(crate) fn new(
         crd: &CustomResourceDefinition,
         version: &CustomResourceDefinitionVersion,
         terminating: bool,
+        converter: Arc<Converter>,
     ) -> Result<Self, ApiError> {
         let spec = &crd.spec;
         let names = crd
@@ -116,8 +131,17 @@ impl CustomResource {
             })
             .collect();
         let schema = VersionSchema::new(crd, version)?;
+        let storage_schema = match (&*converter, spec.versions.iter().find(|v| v.storage)) {
+            (Converter::Webhook(_), Some(stored)) if stored.name != version.name => {
+                Some(Arc::new(VersionSchema::new(crd, stored)?))
+            }
+            _ => None,
+        };
         Ok(CustomResource {
+            api_version: format!("{}/{}", spec.group, version.name),
             storage_api_version: format!("{}/{storage_version}", spec.group),
+            converter,
+            storage_schema,
             crd_name: crd.metadata.name.clone().unwrap_or_default(),
             status: subresources.is_some_and(|s| s.status.is_some()),
             scale,
@@ -134,6 +158,65 @@ impl CustomResource {
             map.insert("apiVersion".to_owned(), api_version.into());
         }
         object
+    }
+
+    /// `object` in `api_version` when that takes no webhook call (the `None` strategy, or
+    /// the object is in that version already), else `object` back.
+    fn convert_now(&self, object: Value, api_version: &str) -> Conversion {
+        let current = object.get("apiVersion").and_then(Value::as_str);
+        match &*self.converter {
+            Converter::Webhook(_) if current != Some(api_version) => Conversion::Await(object),
+            _ => Conversion::Done(Ok(Self::with_api_version(object, api_version))),
+        }
+    }
+
+    /// The objects of `objects` not in `desired` converted by the webhook in one call
+    /// (the others kept), then pruned and defaulted by `schema` (upstream prunes and
+    /// defaults what a conversion webhook returns). `subject` names the input in errors.
+    async fn convert(
+        &self,
+        subject: impl FnOnce(&[Value]) -> String,
+        mut objects: Vec<Value>,
+        desired: &str,
+        list: bool,
+        schema: &VersionSchema,
+    ) -> Result<Vec<Value>, ApiError> {
+        let Converter::Webhook(webhook) = &*self.converter else {
+            return Ok(objects
+                .into_iter()
+                .map(|o| Self::with_api_version(o, desired))
+                .collect());
+        };
+        let sent: Vec<usize> = (0..objects.len())
+            .filter(|&i| objects[i].get("apiVersion").and_then(Value::as_str) != Some(desired))
+            .collect();
+        if sent.is_empty() {
+            return Ok(objects);
+        }
+        let subject = subject(&objects);
+        let batch = sent
+            .iter()
+            .map(|&i| std::mem::take(&mut objects[i]))
+            .collect();
+        let converted = webhook.convert(&subject, batch, desired, list).await?;
+        for (i, mut object) in sent.into_iter().zip(converted) {
+            schema.prune(&mut object);
+            schema.default(&mut object);
+            objects[i] = object;
+        }
+        Ok(objects)
+    }
+
+    /// Upstream's name of an object's group, version and kind in conversion errors.
+    fn subject_of(objects: &[Value]) -> String {
+        let object = objects.first().unwrap_or(&Value::Null);
+        gvk(
+            object
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            object.get("kind").and_then(Value::as_str).unwrap_or(""),
+        )
     }
 }
 
@@ -395,13 +478,56 @@ impl Kind for CustomResource {
         false
     }
 
-    /// Stores the object in the storage version (the `None` conversion strategy).
-    fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError> {
-        Ok(Self::with_api_version(object, &self.storage_api_version))
+    /// The storage version without a webhook call: see [`CustomResource::convert_now`].
+    fn encode_for_storage_now(&self, object: Value) -> Conversion {
+        self.convert_now(object, &self.storage_api_version)
     }
 
-    fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError> {
-        Ok(Self::with_api_version(stored, &self.info.api_version()))
+    fn decode_from_storage_now(&self, stored: Value) -> Conversion {
+        self.convert_now(stored, &self.api_version)
+    }
+
+    /// Stores the object in the storage version, through the conversion webhook.
+    async fn encode_for_storage(&self, object: Value) -> Result<Value, ApiError> {
+        let schema = self.storage_schema.as_deref().unwrap_or(&self.schema);
+        let desired = &self.storage_api_version;
+        let objects = self
+            .convert(Self::subject_of, vec![object], desired, false, schema)
+            .await?;
+        objects
+            .into_iter()
+            .next()
+            .ok_or_else(|| ApiError::internal("conversion returned no object"))
+    }
+
+    async fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError> {
+        let objects = self
+            .convert(
+                Self::subject_of,
+                vec![stored],
+                &self.api_version,
+                false,
+                &self.schema,
+            )
+            .await?;
+        objects
+            .into_iter()
+            .next()
+            .ok_or_else(|| ApiError::internal("conversion returned no object"))
+    }
+
+    /// Objects stored in this version are served as stored: neither the `None` strategy
+    /// nor a webhook converts them (see [`CustomResource::convert_now`]).
+    fn serves_stored(&self, stored_api_version: Option<&str>) -> bool {
+        stored_api_version == Some(self.api_version.as_str())
+    }
+
+    /// A list's objects in one webhook call; errors name the list
+    /// (`stable.example.com/v2, Kind=CronTabList`), as upstream converts the list.
+    async fn decode_many(&self, stored: Vec<Value>) -> Result<Vec<Value>, ApiError> {
+        let subject = |_: &[Value]| gvk(&self.api_version, &format!("{}List", self.info.kind));
+        self.convert(subject, stored, &self.api_version, true, &self.schema)
+            .await
     }
 
     /// Upstream's definition name of a custom resource: the group reversed, the version
@@ -436,7 +562,7 @@ impl CustomResource {
     /// `apiVersion` and `kind` must name this kind (upstream's CR validator).
     fn kind_errors(&self, object: &Value) -> ErrorList {
         let mut errors = Vec::new();
-        let api_version = self.info.api_version();
+        let api_version = self.api_version.as_str();
         match object.get("apiVersion").and_then(Value::as_str) {
             None | Some("") => errors.push(FieldError::required(&Path::new("apiVersion"), "")),
             Some(found) if found != api_version => errors.push(FieldError::invalid(

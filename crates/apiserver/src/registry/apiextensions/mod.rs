@@ -8,6 +8,8 @@
 //!   the default Name and Created At columns, as here).
 //! - [`custom_resource`]: each served version of an established definition, a [`Kind`]
 //!   the registry gains while the server runs.
+//! - [`conversion`] and [`webhook`]: the definition's version conversion (`None`, or its
+//!   conversion webhook called over TLS).
 //! - [`controller`]: accepts names, establishes definitions, installs and removes their
 //!   kinds in the [`LiveRegistry`], and deletes a definition's objects before the
 //!   definition itself.
@@ -16,8 +18,10 @@
 //! [`LiveRegistry`]: crate::registry::LiveRegistry
 
 pub(crate) mod controller;
+pub(crate) mod conversion;
 pub(crate) mod custom_resource;
 pub(crate) mod schema;
+pub(crate) mod webhook;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use skiff_api::field::ErrorList;
@@ -100,5 +104,7 @@ impl Strategy for CustomResourceDefinitions {
     }
 }
 
+#[cfg(test)]
+mod conversion_tests;
 #[cfg(test)]
 mod tests;

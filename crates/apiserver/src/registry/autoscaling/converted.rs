@@ -216,6 +216,11 @@ impl<S: Strategy, C: Conversion<Stored = S::Object>> Strategy for Converted<S, C
         to_json(&self.served_of(stored))
     }
 
+    /// Stored in another version: every read converts.
+    fn stored_as_served(&self) -> bool {
+        false
+    }
+
     fn graceful_delete(&self, object: &C::Served, requested: Option<i64>) -> Option<i64> {
         self.stored
             .graceful_delete(&self.stored_of(object), requested)

@@ -32,6 +32,13 @@ impl Strategy for Nodes {
         true
     }
 
+    /// `proxy` (upstream `ProxyREST`): requests sent on to the node's kubelet.
+    fn subresources(&self) -> Vec<std::sync::Arc<dyn crate::registry::Subresource>> {
+        vec![std::sync::Arc::new(crate::proxy::ResourceProxy(
+            crate::proxy::Proxied::Nodes,
+        ))]
+    }
+
     fn default(&self, node: &mut Node) {
         default_node(node);
     }

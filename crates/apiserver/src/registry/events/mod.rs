@@ -64,6 +64,11 @@ impl Strategy for Events {
     fn decode_from_storage(&self, stored: Value) -> Result<Value, ApiError> {
         encode(&events::from_core(decode::<core::Event>(stored)?))
     }
+
+    /// Stored as core/v1 Events: every read converts.
+    fn stored_as_served(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

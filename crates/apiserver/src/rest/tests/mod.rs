@@ -6,6 +6,8 @@ mod apply;
 mod core_kinds;
 mod memory;
 mod namespace_deletion;
+mod protobuf_kinds;
+mod stored_list;
 mod verbs;
 mod watch;
 

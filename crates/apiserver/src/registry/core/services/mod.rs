@@ -39,6 +39,13 @@ impl Strategy for Services {
         true
     }
 
+    /// `proxy` (upstream `ProxyREST`): requests sent on to an endpoint of the service.
+    fn subresources(&self) -> Vec<std::sync::Arc<dyn crate::registry::Subresource>> {
+        vec![std::sync::Arc::new(crate::proxy::ResourceProxy(
+            crate::proxy::Proxied::Services,
+        ))]
+    }
+
     fn allow_create_on_update(&self) -> bool {
         true
     }

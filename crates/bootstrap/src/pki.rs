@@ -504,7 +504,10 @@ mod tests {
         assert_eq!(again.service_account_key_pem, first.service_account_key_pem);
         // The front-proxy pair is kept beside the others and reused.
         assert_eq!(again.front_proxy_ca.cert_pem, first.front_proxy_ca.cert_pem);
-        assert_eq!(again.front_proxy_client.key_pem, first.front_proxy_client.key_pem);
+        assert_eq!(
+            again.front_proxy_client.key_pem,
+            first.front_proxy_client.key_pem
+        );
         assert_eq!(
             subject(&first.front_proxy_client.cert_pem),
             (vec![FRONT_PROXY_CLIENT_NAME.into()], vec![])

@@ -2282,10 +2282,19 @@ fn api_aggregation(server: Server) {
         "kube-system",
     ]);
     let data = &trust["data"];
-    assert_eq!(data["requestheader-username-headers"], "[\"X-Remote-User\"]");
+    assert_eq!(
+        data["requestheader-username-headers"],
+        "[\"X-Remote-User\"]"
+    );
     assert_eq!(data["requestheader-group-headers"], "[\"X-Remote-Group\"]");
-    assert_eq!(data["requestheader-extra-headers-prefix"], "[\"X-Remote-Extra-\"]");
-    assert_eq!(data["requestheader-allowed-names"], "[\"front-proxy-client\"]");
+    assert_eq!(
+        data["requestheader-extra-headers-prefix"],
+        "[\"X-Remote-Extra-\"]"
+    );
+    assert_eq!(
+        data["requestheader-allowed-names"],
+        "[\"front-proxy-client\"]"
+    );
     assert!(
         data["client-ca-file"]
             .as_str()
@@ -2295,12 +2304,20 @@ fn api_aggregation(server: Server) {
         .as_str()
         .expect("requestheader-client-ca-file")
         .to_owned();
-    assert_ne!(data["client-ca-file"].as_str(), Some(front_proxy_ca.as_str()));
+    assert_ne!(
+        data["client-ca-file"].as_str(),
+        Some(front_proxy_ca.as_str())
+    );
 
     // Every built-in group version has its Local APIService with upstream's priorities.
     let rows = table(&server.kubectl_ok(&["get", "apiservices"]));
     assert_eq!(rows[0], ["NAME", "SERVICE", "AVAILABLE", "AGE"]);
-    for name in ["v1.", "v1.apps", "v2.autoscaling", "v1.apiregistration.k8s.io"] {
+    for name in [
+        "v1.",
+        "v1.apps",
+        "v2.autoscaling",
+        "v1.apiregistration.k8s.io",
+    ] {
         assert_eq!(row(&rows, name)[1..3], ["Local", "True"], "{name}");
     }
     let apps = server.get_json(&["apiservice", "v1.apps"]);
@@ -2411,7 +2428,10 @@ spec:
     });
     assert_eq!(missing["status"], "False");
     assert_eq!(missing["reason"], "ServiceNotFound");
-    assert_eq!(missing["message"], "service/nothere in \"wardle\" is not present");
+    assert_eq!(
+        missing["message"],
+        "service/nothere in \"wardle\" is not present"
+    );
     let rows = table(&server.kubectl_ok(&["get", "apiservices"]));
     assert_eq!(
         row(&rows, "v1alpha1.wardle.example.com")[1..3],
@@ -2454,15 +2474,31 @@ spec:
     assert!(groups.contains(&"wardle.example.com"), "{groups:?}");
     assert!(!groups.contains(&"missing.example.com"), "{groups:?}");
     let group = json_of(&server.kubectl_ok(&["get", "--raw", "/apis/wardle.example.com"]));
-    assert_eq!(group["preferredVersion"]["groupVersion"], "wardle.example.com/v1alpha1");
+    assert_eq!(
+        group["preferredVersion"]["groupVersion"],
+        "wardle.example.com/v1alpha1"
+    );
     let resources = table(&server.kubectl_ok(&["api-resources", "--api-group=wardle.example.com"]));
     assert_eq!(
         row(&resources, "flunders"),
-        ["flunders", "fl", "wardle.example.com/v1alpha1", "true", "Flunder"]
+        [
+            "flunders",
+            "fl",
+            "wardle.example.com/v1alpha1",
+            "true",
+            "Flunder"
+        ]
     );
-    assert!(server.kubectl_ok(&["api-versions"]).lines().any(|l| l == "wardle.example.com/v1alpha1"));
+    assert!(
+        server
+            .kubectl_ok(&["api-versions"])
+            .lines()
+            .any(|l| l == "wardle.example.com/v1alpha1")
+    );
     assert_eq!(
-        server.kubectl_ok(&["get", "fl", "-n", "default", "-o", "name"]).trim(),
+        server
+            .kubectl_ok(&["get", "fl", "-n", "default", "-o", "name"])
+            .trim(),
         "flunder.wardle.example.com/first"
     );
 

@@ -16,7 +16,7 @@
 //!   documents it fetched;
 //! - [`authentication`] writes `kube-system/extension-apiserver-authentication`, which
 //!   tells extension API servers which client CA and front-proxy CA to trust;
-//! - [`sample`] is a small extension API server for tests.
+//! - `sample` is a small extension API server for tests (feature `test-support`).
 //!
 //! Upstream resolves a Service to its cluster IP through kube-proxy unless
 //! `--enable-aggregator-routing`; Skiff always routes to an endpoint address and port, as
@@ -28,6 +28,7 @@ pub mod builtin;
 pub mod client;
 pub mod discovery;
 pub mod proxy;
+#[cfg(any(test, feature = "test-support"))]
 pub mod sample;
 
 use std::collections::BTreeMap;

@@ -163,11 +163,12 @@ impl Select for StoredItems {
                 .map(|scan| scan.splice);
             match splice {
                 Some(splice) => {
-                    let item = matches_stored(kind, predicate, &kv.value)?.then(|| Item::Stored {
-                        value: kv.value,
-                        revision: kv.mod_revision,
-                        splice,
-                    });
+                    let item =
+                        matches_stored(kind, predicate, &kv.value)?.then_some(Item::Stored {
+                            value: kv.value,
+                            revision: kv.mod_revision,
+                            splice,
+                        });
                     items.push((kv.key, item));
                 }
                 None => {

@@ -36,8 +36,8 @@ pub mod validation;
 pub mod yaml;
 
 pub mod admissionregistration;
-pub mod apiregistration;
 pub mod apiextensions;
+pub mod apiregistration;
 pub mod apps;
 pub mod autoscaling;
 pub mod batch;

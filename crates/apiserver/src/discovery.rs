@@ -43,8 +43,8 @@ use crate::registry::{Kind, LiveRegistry, Registry};
 
 pub use addresses::ServerAddresses;
 pub(crate) use document::Document;
-pub use order::group_priority;
 pub(crate) use order::compare_versions;
+pub use order::group_priority;
 
 /// The Kubernetes release whose API Skiff serves.
 pub const KUBERNETES_MAJOR: &str = "1";

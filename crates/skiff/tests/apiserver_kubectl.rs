@@ -1255,17 +1255,19 @@ fn api_resources_all(server: Server) {
     };
     let mut want: Vec<Vec<String>> = expected
         .iter()
-        .map(|(name, short, version, namespaced, kind, verbs, categories)| {
-            vec![
-                (*name).to_owned(),
-                split(short).join(","),
-                (*version).to_owned(),
-                namespaced.to_string(),
-                (*kind).to_owned(),
-                split(verbs).join(","),
-                split(categories).join(","),
-            ]
-        })
+        .map(
+            |(name, short, version, namespaced, kind, verbs, categories)| {
+                vec![
+                    (*name).to_owned(),
+                    split(short).join(","),
+                    (*version).to_owned(),
+                    namespaced.to_string(),
+                    (*kind).to_owned(),
+                    split(verbs).join(","),
+                    split(categories).join(","),
+                ]
+            },
+        )
         .collect();
     let text = server.kubectl_ok(&["api-resources", "-o", "wide"]);
     let mut got: Vec<Vec<String>> = columns(&text)
@@ -1336,7 +1338,9 @@ fn custom_resources(server: Server) {
     let apply = |name: &str, manifest: &str| {
         let path = server.manifest(name, manifest);
         let path = path.to_string_lossy().into_owned();
-        server.api.kubectl(33, &["apply", "--validate=warn", "-f", &path])
+        server
+            .api
+            .kubectl(33, &["apply", "--validate=warn", "-f", &path])
     };
     let applied = apply("crd.json", &crd.to_string());
     assert!(applied.status.success(), "{applied:?}");
@@ -1352,16 +1356,26 @@ fn custom_resources(server: Server) {
         .to_string()
     };
     // Unknown fields are pruned, with a warning.
-    let applied = apply("w1.json", &widget("w1", json!({"replicas": 2, "shape": "round"})));
+    let applied = apply(
+        "w1.json",
+        &widget("w1", json!({"replicas": 2, "shape": "round"})),
+    );
     assert!(applied.status.success(), "{applied:?}");
     let stderr = String::from_utf8_lossy(&applied.stderr);
     assert!(stderr.contains(r#"unknown field "spec.shape""#), "{stderr}");
     let stored = json_of(&server.kubectl_ok(&["get", "widget", "w1", "-o", "json"]));
-    assert_eq!(stored["spec"], json!({"color": "red", "replicas": 2}), "{stored}");
+    assert_eq!(
+        stored["spec"],
+        json!({"color": "red", "replicas": 2}),
+        "{stored}"
+    );
 
     let refused = apply("w2.json", &widget("w2", json!({"replicas": 9})));
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && stderr.contains("no more than 5 widgets"), "{stderr}");
+    assert!(
+        !refused.status.success() && stderr.contains("no more than 5 widgets"),
+        "{stderr}"
+    );
     let refused = apply("w3.json", &widget("w3", json!({"color": "green"})));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -1374,14 +1388,26 @@ fn custom_resources(server: Server) {
     assert_eq!(rows[1], ["w1", "red", "2"]);
 
     let explained = server.kubectl_ok(&["explain", "widget.spec"]);
-    assert!(explained.contains("What the widget should be."), "{explained}");
-    assert!(explained.contains("color") && explained.contains("<string>"), "{explained}");
+    assert!(
+        explained.contains("What the widget should be."),
+        "{explained}"
+    );
+    assert!(
+        explained.contains("color") && explained.contains("<string>"),
+        "{explained}"
+    );
 
     server.kubectl_ok(&["scale", "widget", "w1", "--replicas=4"]);
     let scaled = json_of(&server.kubectl_ok(&["get", "widget", "w1", "-o", "json"]));
     assert_eq!(scaled["spec"]["replicas"], 4);
 
-    server.kubectl_ok(&["delete", "crd", "widgets.demo.skiff.dev", "--wait=true", "--timeout=30s"]);
+    server.kubectl_ok(&[
+        "delete",
+        "crd",
+        "widgets.demo.skiff.dev",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
     let gone = server.kubectl_err(&["get", "widgets.demo.skiff.dev"]);
     assert!(
         gone.contains("the server doesn't have a resource type"),

@@ -123,7 +123,7 @@ mod tests {
         }))
         .unwrap();
         let columns = Deployments.columns();
-    let names: Vec<&str> = columns.iter().map(|c| &*c.name).collect();
+        let names: Vec<&str> = columns.iter().map(|c| &*c.name).collect();
         assert_eq!(
             names,
             [

@@ -8,7 +8,6 @@
 use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
-use serde_json::Value;
 
 use super::defaults::default_container;
 use crate::field::{ErrorList, FieldError, Path};
@@ -215,33 +214,12 @@ pub fn validate_pod_ephemeral_containers_update(new: &Pod, old: &Pod) -> ErrorLi
 
 /// The changed fields of an ephemeral container, one `- old` / `+ new` pair each.
 fn diff(old: &EphemeralContainer, new: &EphemeralContainer) -> String {
-    let as_map = |ec: &EphemeralContainer| match serde_json::to_value(ec) {
-        Ok(Value::Object(map)) => map,
-        _ => serde_json::Map::new(),
-    };
-    let (old, new) = (as_map(old), as_map(new));
-    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let mut out = String::from("  core.EphemeralContainer{\n");
-    for key in keys {
-        let (o, n) = (old.get(key), new.get(key));
-        if o != n {
-            let show = |v: Option<&Value>| v.map_or_else(|| "nil".to_owned(), Value::to_string);
-            out.push_str(&format!(
-                "- \t{key}: {},\n+ \t{key}: {},\n",
-                show(o),
-                show(n)
-            ));
-        }
-    }
-    out.push_str("  }\n");
-    out
+    super::validation::field_diff("core.EphemeralContainer", old, new)
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::core::pod::default_pod;

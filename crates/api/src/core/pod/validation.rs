@@ -443,7 +443,13 @@ fn only_added_tolerations(new: &PodSpec, old: &PodSpec) -> bool {
 
 /// The changed top-level fields of a pod spec, one `- old` / `+ new` pair per field.
 fn spec_diff(old: &PodSpec, new: &PodSpec) -> String {
-    let as_map = |spec: &PodSpec| match serde_json::to_value(spec) {
+    field_diff("core.PodSpec", old, new)
+}
+
+/// The changed top-level fields of two values of type `type_name` (`core.PodSpec`), one
+/// `- old` / `+ new` pair per field, in the shape of upstream's go-cmp diff.
+pub(crate) fn field_diff<T: serde::Serialize>(type_name: &str, old: &T, new: &T) -> String {
+    let as_map = |value: &T| match serde_json::to_value(value) {
         Ok(Value::Object(map)) => map,
         _ => serde_json::Map::new(),
     };
@@ -451,7 +457,7 @@ fn spec_diff(old: &PodSpec, new: &PodSpec) -> String {
     let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
     keys.sort();
     keys.dedup();
-    let mut out = String::from("  core.PodSpec{\n");
+    let mut out = format!("  {type_name}{{\n");
     for key in keys {
         let (o, n) = (old.get(key), new.get(key));
         if o != n {

@@ -19,8 +19,8 @@ use axum::routing::get;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -224,11 +224,7 @@ pub fn tls_config(pki: &Pki) -> anyhow::Result<Arc<rustls::ServerConfig>> {
         .allow_unauthenticated()
         .build()
         .context("the client certificate verifier")?;
-    let chain = CertificateDer::pem_slice_iter(pki.serving.cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .context("reading apiserver.crt")?;
-    let key = PrivateKeyDer::from_pem_slice(pki.serving.key_pem.as_bytes())
-        .context("reading apiserver.key")?;
+    let (chain, key) = pki.serving.rustls_pair("apiserver serving")?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)

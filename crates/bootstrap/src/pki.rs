@@ -107,6 +107,26 @@ impl std::fmt::Debug for CertKey {
     }
 }
 
+impl CertKey {
+    /// The certificate chain and key in rustls' form, for a TLS client or server. `what`
+    /// names the pair in errors (`reading the <what> certificate`). Errors: invalid PEM.
+    pub fn rustls_pair(
+        &self,
+        what: &str,
+    ) -> anyhow::Result<(
+        Vec<rustls::pki_types::CertificateDer<'static>>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    )> {
+        use rustls::pki_types::pem::PemObject;
+        let chain = rustls::pki_types::CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("reading the {what} certificate"))?;
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
+            .with_context(|| format!("reading the {what} key"))?;
+        Ok((chain, key))
+    }
+}
+
 /// The cluster's PKI, as loaded (or generated) by [`Pki::ensure`].
 #[derive(Debug, Clone)]
 pub struct Pki {

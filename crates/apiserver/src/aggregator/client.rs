@@ -43,11 +43,7 @@ impl BackendClient {
     /// A client presenting `client` (the front-proxy client certificate and key, PEM).
     /// Errors: invalid PEM.
     pub fn new(client: &CertKey) -> anyhow::Result<Self> {
-        let chain = CertificateDer::pem_slice_iter(client.cert_pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .context("reading the front-proxy client certificate")?;
-        let key = PrivateKeyDer::from_pem_slice(client.key_pem.as_bytes())
-            .context("reading the front-proxy client key")?;
+        let (chain, key) = client.rustls_pair("front-proxy client")?;
         Ok(BackendClient { chain, key })
     }
 

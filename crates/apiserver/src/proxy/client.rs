@@ -8,8 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -30,11 +29,7 @@ impl std::fmt::Debug for KubeletClient {
 impl KubeletClient {
     /// A client presenting `client` (PEM certificate and key). Errors: invalid PEM.
     pub fn new(client: &CertKey) -> anyhow::Result<Self> {
-        let chain = CertificateDer::pem_slice_iter(client.cert_pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .context("reading the kubelet client certificate")?;
-        let key = PrivateKeyDer::from_pem_slice(client.key_pem.as_bytes())
-            .context("reading the kubelet client key")?;
+        let (chain, key) = client.rustls_pair("kubelet client")?;
         let mut config = tls::insecure_client_config()
             .context("TLS protocol versions")?
             .with_client_auth_cert(chain, key)

@@ -108,6 +108,7 @@ pub async fn run(
         .map_err(|e| anyhow::anyhow!("writing the authentication ConfigMap: {}", e.message))?;
     let aggregator = crate::aggregator::Aggregator::new(state.clone(), &pki.front_proxy_client)?;
     let availability = tokio::spawn(crate::aggregator::available::run(aggregator.clone()));
+    let crd_registration = tokio::spawn(crate::aggregator::crdregistration::run(state.clone()));
 
     let health = Health::new(storage.clone());
     let authenticator = Arc::new(Authenticator::new(tokens.clone(), storage));
@@ -153,6 +154,7 @@ pub async fn run(
     deleter.abort();
     definitions.abort();
     availability.abort();
+    crd_registration.abort();
     apf_consumer.abort();
     Ok(())
 }

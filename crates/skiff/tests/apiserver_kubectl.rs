@@ -1401,6 +1401,24 @@ fn custom_resources(server: Server) {
     let scaled = json_of(&server.kubectl_ok(&["get", "widget", "w1", "-o", "json"]));
     assert_eq!(scaled["spec"]["replicas"], 4);
 
+    // The served group version has its Local APIService, kept in sync (upstream's
+    // crdregistration), and loses it with the definition.
+    let registered = common::apiserver::eventually("v1.demo.skiff.dev APIService", WAIT, || {
+        let get = server.api.kubectl(
+            33,
+            &["get", "apiservice", "v1.demo.skiff.dev", "-o", "json"],
+        );
+        get.status
+            .success()
+            .then(|| json_of(&String::from_utf8_lossy(&get.stdout)))
+    });
+    assert_eq!(registered["spec"]["groupPriorityMinimum"], 1000);
+    assert_eq!(registered["spec"]["versionPriority"], 100);
+    assert_eq!(
+        registered["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "true"
+    );
+
     server.kubectl_ok(&[
         "delete",
         "crd",
@@ -1413,6 +1431,12 @@ fn custom_resources(server: Server) {
         gone.contains("the server doesn't have a resource type"),
         "{gone}"
     );
+    common::apiserver::eventually("v1.demo.skiff.dev APIService gone", WAIT, || {
+        let get = server
+            .api
+            .kubectl(33, &["get", "apiservice", "v1.demo.skiff.dev"]);
+        (!get.status.success()).then_some(())
+    });
 }
 
 /// `get --chunk-size` pages through a list with limit/continue and shows it whole.
@@ -2526,6 +2550,41 @@ spec:
             .kubectl_ok(&["get", "fl", "-n", "default", "-o", "name"])
             .trim(),
         "flunder.wardle.example.com/first"
+    );
+
+    // OpenAPI: the backend's v3 document is listed and reached (so `kubectl explain`
+    // works), and its v2 paths and definitions are merged, its clashing ObjectMeta renamed.
+    let index = json_of(&server.kubectl_ok(&["get", "--raw", "/openapi/v3"]));
+    assert_eq!(
+        index["paths"]["apis/wardle.example.com/v1alpha1"]["serverRelativeURL"],
+        "/openapi/v3/apis/wardle.example.com/v1alpha1?hash=SAMPLE"
+    );
+    assert!(index["paths"].get("api/v1").is_some());
+    let explained = server.kubectl_ok(&["explain", "flunders.spec"]);
+    assert!(explained.contains("The flunder's color"), "{explained}");
+    // The merged v2 document, in protobuf.
+    let explained =
+        server.kubectl_ok(&["explain", "flunders.spec", "--output=plaintext-openapiv2"]);
+    assert!(explained.contains("The flunder's color"), "{explained}");
+    let v2 = json_of(&server.kubectl_ok(&["get", "--raw", "/openapi/v2"]));
+    assert!(
+        v2["paths"]
+            .get("/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders")
+            .is_some()
+    );
+    assert!(
+        v2["paths"]
+            .get("/api/v1/namespaces/{namespace}/pods")
+            .is_some()
+    );
+    assert!(
+        v2["definitions"]
+            .get("com.example.wardle.v1alpha1.Flunder")
+            .is_some()
+    );
+    assert_eq!(
+        v2["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta_v2"]["description"],
+        "the sample's own ObjectMeta"
     );
 
     // The APIService of a missing Service: 503 service unavailable.

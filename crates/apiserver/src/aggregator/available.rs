@@ -10,7 +10,8 @@
 //!   read, else `True` with `Passed`.
 //!
 //! The condition is written (through `/status` rules) only when it changes. The
-//! discovery document each passing check got is kept for [`super::discovery`].
+//! discovery document each passing check got is kept for [`super::discovery`], and the
+//! backend's OpenAPI documents are fetched for [`super::openapi`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,6 +136,13 @@ pub async fn check_all(aggregator: &Aggregator) {
         }
         if let Some(list) = discovery {
             snapshot.discovery.insert(name.clone(), list);
+            let fetched = super::openapi::fetch(aggregator, &objects, &api_service).await;
+            if let Some(v2) = fetched.v2 {
+                snapshot.openapi_v2.insert(name.clone(), v2);
+            }
+            if let Some(v3) = fetched.v3 {
+                snapshot.openapi_v3.insert(name.clone(), v3);
+            }
         }
         snapshot.services.insert(name, api_service);
     }
@@ -294,10 +302,6 @@ async fn discovery_check(
     objects: &dyn Objects,
     api_service: &APIService,
 ) -> Result<Option<APIResourceList>, String> {
-    let Some(service) = service_ref(api_service) else {
-        return Ok(None);
-    };
-    let (ip, port) = resolve(objects, service).await?;
     let path = if api_service.metadata.name.as_deref() == Some("v1.") {
         format!("/api/{}", spec_version(api_service))
     } else {
@@ -307,9 +311,29 @@ async fn discovery_check(
             spec_version(api_service)
         )
     };
+    let body = backend_get(aggregator, objects, api_service, &path, MAX_BODY).await?;
+    Ok(serde_json::from_slice::<APIResourceList>(&body).ok())
+}
+
+/// A GET of `path` (JSON) on an endpoint of `api_service`'s Service, as
+/// `system:kube-aggregator` in `system:masters`, TLS not verified (as upstream's
+/// availability and OpenAPI controllers), within [`CHECK_TIMEOUT`], reading at most
+/// `limit` bytes. Errors: upstream's discovery-check messages; a Local APIService has
+/// nothing to get (an empty body).
+pub(crate) async fn backend_get(
+    aggregator: &Aggregator,
+    objects: &dyn Objects,
+    api_service: &APIService,
+    path: &str,
+    limit: usize,
+) -> Result<bytes::Bytes, String> {
+    let Some(service) = service_ref(api_service) else {
+        return Ok(bytes::Bytes::new());
+    };
+    let (ip, port) = resolve(objects, service).await?;
     let url = format!("https://{}{path}", authority(ip, port));
     let failing = |why: String| format!("failing or missing response from {url}: {why}");
-    let request = hyper::Request::get(path.as_str())
+    let request = hyper::Request::get(path)
         .header(USER_HEADER, CHECK_USER)
         .header(GROUP_HEADER, "system:masters")
         .header(hyper::header::ACCEPT, "application/json")
@@ -329,12 +353,11 @@ async fn discovery_check(
                 status.as_u16()
             )));
         }
-        let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
+        Ok(http_body_util::Limited::new(response.into_body(), limit)
             .collect()
             .await
             .map_err(|e| failing(format!("Get {url:?}: {e}")))?
-            .to_bytes();
-        Ok(serde_json::from_slice::<APIResourceList>(&body).ok())
+            .to_bytes())
     };
     match tokio::time::timeout(CHECK_TIMEOUT, exchange).await {
         Ok(result) => result,

@@ -14,6 +14,10 @@
 //!   discovery document within 5 s) every 30 s and on changes, writes the `Available`
 //!   condition with upstream's reasons and messages, and keeps the backends' discovery
 //!   documents it fetched;
+//! - [`openapi`] merges the backends' OpenAPI v2 documents and v3 index entries into
+//!   the server's;
+//! - [`crdregistration`] keeps a Local APIService for each custom resource group
+//!   version;
 //! - [`authentication`] writes `kube-system/extension-apiserver-authentication`, which
 //!   tells extension API servers which client CA and front-proxy CA to trust;
 //! - `sample` is a small extension API server for tests (feature `test-support`).
@@ -26,7 +30,9 @@ pub mod authentication;
 pub mod available;
 pub mod builtin;
 pub mod client;
+pub mod crdregistration;
 pub mod discovery;
+pub mod openapi;
 pub mod proxy;
 #[cfg(any(test, feature = "test-support"))]
 pub mod sample;
@@ -65,6 +71,11 @@ pub struct Snapshot {
     pub services: BTreeMap<String, APIService>,
     /// The `APIResourceList` each available remote APIService (by name) served.
     pub discovery: BTreeMap<String, APIResourceList>,
+    /// The OpenAPI v2 document each available remote APIService's backend served.
+    pub openapi_v2: BTreeMap<String, Arc<serde_json::Value>>,
+    /// The `serverRelativeURL` of each available remote APIService's OpenAPI v3 document,
+    /// as its backend's index gave it.
+    pub openapi_v3: BTreeMap<String, String>,
 }
 
 impl Snapshot {
@@ -115,6 +126,8 @@ pub struct Aggregator {
     pub(crate) state: Arc<rest::State>,
     pub(crate) client: BackendClient,
     snapshot: RwLock<Arc<Snapshot>>,
+    /// The last merged OpenAPI v2 document.
+    openapi: openapi::Cache,
 }
 
 impl Aggregator {
@@ -125,6 +138,7 @@ impl Aggregator {
             state,
             client: BackendClient::new(front_proxy_client)?,
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            openapi: openapi::Cache::default(),
         }))
     }
 
@@ -167,6 +181,25 @@ impl Aggregator {
                 match snapshot.remote_group(group) {
                     Some(services) => {
                         discovery::group_document(group, &services, request.headers())
+                    }
+                    None => next.run(request).await,
+                }
+            }
+            ["openapi", "v2"]
+                if request.method() == Method::GET && !snapshot.openapi_v2.is_empty() =>
+            {
+                openapi::serve_v2(&aggregator, snapshot, request, next).await
+            }
+            ["openapi", "v3"]
+                if request.method() == Method::GET && !snapshot.openapi_v3.is_empty() =>
+            {
+                openapi::serve_v3_index(&snapshot, request, next).await
+            }
+            ["openapi", "v3", "apis", group, version] if request.method() == Method::GET => {
+                match snapshot.remote(group, version) {
+                    Some(api_service) => {
+                        let api_service = api_service.clone();
+                        proxy::serve(&aggregator, &api_service, request).await
                     }
                     None => next.run(request).await,
                 }

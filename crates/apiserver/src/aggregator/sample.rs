@@ -163,6 +163,84 @@ fn flunder(config: &Config, headers: &HeaderMap) -> Value {
     })
 }
 
+/// The Flunder's schema, as a definition named `<reversed group>.<version>.Flunder`.
+fn flunder_schema(config: &Config) -> (String, Value) {
+    let reversed: Vec<&str> = config.group.split('.').rev().collect();
+    let name = format!("{}.{}.Flunder", reversed.join("."), config.version);
+    let schema = json!({
+        "description": "A Flunder is the sample extension API server's only kind.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "spec": {
+                "type": "object",
+                "description": "What the flunder is.",
+                "properties": {
+                    "color": {
+                        "type": "string",
+                        "description": "The flunder's color, one of red or blue.",
+                    },
+                },
+            },
+        },
+        "x-kubernetes-group-version-kind": [
+            {"group": config.group, "version": config.version, "kind": "Flunder"},
+        ],
+    });
+    (name, schema)
+}
+
+/// The backend's OpenAPI v2 document: the flunders path and the Flunder definition, with
+/// an `ObjectMeta` unlike the server's (so the merge renames it).
+fn openapi_v2(config: &Config) -> Value {
+    let (name, schema) = flunder_schema(config);
+    let path = format!(
+        "/apis/{}/{}/namespaces/{{namespace}}/flunders",
+        config.group, config.version
+    );
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "sample", "version": "v0"},
+        "paths": {path: {"get": {
+            "operationId": "listFlunders",
+            "responses": {"200": {"description": "OK", "schema": {"$ref": format!("#/definitions/{name}")}}},
+        }}},
+        "definitions": {
+            name: schema,
+            "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {
+                "type": "object", "description": "the sample's own ObjectMeta",
+            },
+        },
+    })
+}
+
+/// The backend's OpenAPI v3 document of its group version.
+fn openapi_v3(config: &Config) -> Value {
+    let (name, schema) = flunder_schema(config);
+    // kubectl explain finds the kind through the operations' group-version-kind.
+    let path = format!(
+        "/apis/{}/{}/namespaces/{{namespace}}/flunders/{{name}}",
+        config.group, config.version
+    );
+    let gvk = json!({"group": config.group, "version": config.version, "kind": "Flunder"});
+    let schema_ref = json!({"$ref": format!("#/components/schemas/{name}")});
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "sample", "version": "v0"},
+        "paths": {path: {"get": {
+            "operationId": "readFlunder",
+            "responses": {"200": {
+                "description": "OK",
+                "content": {"application/json": {"schema": schema_ref}},
+            }},
+            "x-kubernetes-action": "get",
+            "x-kubernetes-group-version-kind": gvk,
+        }}},
+        "components": {"schemas": {name: schema}},
+    })
+}
+
 async fn handle(State(config): State<Arc<Config>>, request: Request) -> Response {
     let peer = request
         .extensions()
@@ -207,6 +285,17 @@ async fn handle(State(config): State<Arc<Config>>, request: Request) -> Response
             }],
         }))
         .into_response()
+    } else if path == "/openapi/v2" {
+        axum::Json(openapi_v2(&config)).into_response()
+    } else if path == "/openapi/v3" {
+        axum::Json(json!({"paths": {
+            format!("apis/{group_version}"): {
+                "serverRelativeURL": format!("/openapi/v3/apis/{group_version}?hash=SAMPLE"),
+            },
+        }}))
+        .into_response()
+    } else if path == format!("/openapi/v3/apis/{group_version}") {
+        axum::Json(openapi_v3(&config)).into_response()
     } else if path == format!("/apis/{}", config.group) {
         let version = json!({"groupVersion": group_version, "version": config.version});
         axum::Json(json!({

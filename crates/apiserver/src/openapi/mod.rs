@@ -17,7 +17,7 @@
 //! allows.
 
 mod endpoints;
-mod gnostic;
+pub(crate) mod gnostic;
 mod schemas;
 mod v2;
 mod v3;
@@ -42,8 +42,9 @@ use crate::registry::{LiveRegistry, Registry};
 pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 /// The deprecated spelling client-go asks for; its `@` is not valid in a media type (Go's
 /// `mime.ParseMediaType` rejects it), so answers carry [`V2_PROTOBUF`].
-const V2_PROTOBUF_DEPRECATED: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
-const JSON: &str = "application/json";
+pub(crate) const V2_PROTOBUF_DEPRECATED: &str =
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+pub(crate) const JSON: &str = "application/json";
 
 /// Every OpenAPI document of a registry, encoded.
 pub struct OpenApi {
@@ -196,7 +197,7 @@ impl Documents {
 
 /// Which of `offers` the `Accept` header prefers (the first acceptable range in the
 /// client's order, by `q`); an absent header or `*/*` takes the first offer.
-fn negotiate<'a>(headers: &HeaderMap, offers: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn negotiate<'a>(headers: &HeaderMap, offers: &[&'a str]) -> Option<&'a str> {
     let Some(accept) = headers.get(ACCEPT).and_then(|v| v.to_str().ok()) else {
         return offers.first().copied();
     };

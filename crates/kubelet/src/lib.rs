@@ -6,6 +6,7 @@
 //! the [`status`] manager keeps pod statuses, and [`server`] serves them read-only.
 
 pub mod active_deadline;
+pub mod client;
 pub mod cm;
 pub mod config;
 pub mod cri;
@@ -13,6 +14,7 @@ pub mod eviction;
 pub mod garbage_collection;
 pub mod images;
 pub mod kubelet;
+pub mod kubelet_config;
 pub mod kuberuntime;
 pub mod logs;
 pub mod metrics;
@@ -32,12 +34,12 @@ pub mod volume;
 #[cfg(test)]
 mod test_pods;
 
-use std::collections::BTreeMap;
+pub use kubelet_config::{AuthorizationMode, KubeletConfig};
+
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use k8s_cri::v1::VersionRequest;
@@ -73,141 +75,6 @@ const CRI_API_VERSION: &str = "v1";
 /// Capacity of the PLEG event channel (upstream `plegChannelCapacity`).
 const PLEG_CHANNEL_CAPACITY: usize = 1000;
 
-/// Kubelet settings: what the flags and `KubeletConfiguration` (kubelet.config.k8s.io/v1beta1)
-/// resolve to. [`Default`] gives upstream's defaults; durations are wall-clock periods and
-/// resource amounts are Kubernetes quantity strings keyed by resource name.
-#[derive(Debug, Clone)]
-pub struct KubeletConfig {
-    /// Node name; static pods are named `<name>-<node_name>`.
-    pub node_name: String,
-    /// Node IP for `status.hostIP`; detected from the default route when `None`.
-    pub node_ip: Option<IpAddr>,
-    /// Directory of static pod manifests (`staticPodPath`, `--pod-manifest-path`); `None`
-    /// disables the file source.
-    pub pod_manifest_path: Option<PathBuf>,
-    /// URL of a pod manifest list (`staticPodURL`, `--manifest-url`); `None` disables the
-    /// http source.
-    pub manifest_url: Option<String>,
-    /// Headers sent with each manifest URL request (`staticPodURLHeader`).
-    pub manifest_url_header: BTreeMap<String, Vec<String>>,
-    /// Kubelet state directory (`--root-dir`), created on start; pod directories live in
-    /// `<root_dir>/pods/<uid>` (see [`pod_dirs`]).
-    pub root_dir: PathBuf,
-    /// Root of pod log directories (`/var/log/pods`).
-    pub pod_logs_dir: PathBuf,
-    /// Address of the main and read-only ports (`address`); loopback until the API
-    /// server brings authentication.
-    pub address: IpAddr,
-    /// Main HTTPS port (`port`, 10250); 0 disables it.
-    pub port: u16,
-    /// Read-only HTTP port (`readOnlyPort`); 0 disables it.
-    pub read_only_port: u16,
-    /// Serving certificate and key of the main port (`tlsCertFile`, `tlsPrivateKeyFile`);
-    /// self-signed into `<root_dir>/pki` when `None`.
-    pub tls_cert_file: Option<PathBuf>,
-    /// See `tls_cert_file`.
-    pub tls_private_key_file: Option<PathBuf>,
-    /// Manifest directory rescan period (`fileCheckFrequency`, 20 s).
-    pub file_check_frequency: Duration,
-    /// Manifest URL poll period (`httpCheckFrequency`, 20 s).
-    pub http_check_frequency: Duration,
-    /// Resync period of each pod (`syncFrequency`, 1 min).
-    pub sync_frequency: Duration,
-    /// cgroup root under which `kubepods` is placed (`cgroupRoot`, `/`).
-    pub cgroup_root: PathBuf,
-    /// cgroup driver (`cgroupDriver`): only `cgroupfs` is supported.
-    pub cgroup_driver: String,
-    /// QoS-level cgroups `kubepods/{burstable,besteffort}` (`cgroupsPerQOS`, true).
-    pub cgroups_per_qos: bool,
-    /// Resources reserved for system daemons (`systemReserved`), e.g. `memory: 1Gi`.
-    pub system_reserved: BTreeMap<String, String>,
-    /// Resources reserved for Kubernetes daemons (`kubeReserved`).
-    pub kube_reserved: BTreeMap<String, String>,
-    /// Which allocatable limits are enforced on cgroups (`enforceNodeAllocatable`,
-    /// `["pods"]`).
-    pub enforce_node_allocatable: Vec<String>,
-    /// Hard eviction thresholds (`evictionHard`), signal to quantity or percentage, e.g.
-    /// `memory.available: 100Mi`, `nodefs.available: 10%`. Upstream defaults:
-    /// memory.available 100Mi, nodefs.available 10%, imagefs.available 15%,
-    /// nodefs.inodesFree 5%.
-    pub eviction_hard: BTreeMap<String, String>,
-    /// How long a node condition holds after its pressure ends
-    /// (`evictionPressureTransitionPeriod`, 5 min).
-    pub eviction_pressure_transition_period: Duration,
-    /// Eviction manager period (upstream `evictionMonitoringPeriod`, 10 s).
-    pub eviction_monitoring_period: Duration,
-    /// Image GC starts above this disk usage (`imageGCHighThresholdPercent`, 85).
-    pub image_gc_high_threshold_percent: i32,
-    /// Image GC frees down to this disk usage (`imageGCLowThresholdPercent`, 80).
-    pub image_gc_low_threshold_percent: i32,
-    /// Unused images younger than this are kept (`imageMinimumGCAge`, 2 min).
-    pub image_minimum_gc_age: Duration,
-    /// Dead containers younger than this are kept (`--minimum-container-ttl-duration`, 0).
-    pub minimum_container_ttl: Duration,
-    /// Dead containers kept per (pod, container name) (`--maximum-dead-containers-per-container`, 1).
-    pub max_per_pod_container: i32,
-    /// Dead containers kept on the node, -1 for no limit (`--maximum-dead-containers`, -1).
-    pub max_containers: i32,
-    /// Pull one image at a time (`serializeImagePulls`, true).
-    pub serialize_image_pulls: bool,
-    /// Maximum number of processes per pod cgroup (`podPidsLimit`, -1: unlimited).
-    pub pod_pids_limit: i64,
-    /// Container log rotation (`containerLogMaxSize` 10Mi, `containerLogMaxFiles` 5,
-    /// `containerLogMaxWorkers` 1, `containerLogMonitorInterval` 10s).
-    pub container_log: logs::LogRotatePolicy,
-}
-
-impl Default for KubeletConfig {
-    fn default() -> Self {
-        let quantities = |pairs: &[(&str, &str)]| {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect()
-        };
-        Self {
-            node_name: String::new(),
-            node_ip: None,
-            pod_manifest_path: None,
-            manifest_url: None,
-            manifest_url_header: BTreeMap::new(),
-            root_dir: PathBuf::from("/var/lib/skiff/kubelet"),
-            pod_logs_dir: PathBuf::from("/var/log/pods"),
-            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            port: 10250,
-            read_only_port: 10255,
-            tls_cert_file: None,
-            tls_private_key_file: None,
-            file_check_frequency: Duration::from_secs(20),
-            http_check_frequency: Duration::from_secs(20),
-            sync_frequency: Duration::from_secs(60),
-            cgroup_root: PathBuf::from("/"),
-            cgroup_driver: "cgroupfs".to_owned(),
-            cgroups_per_qos: true,
-            system_reserved: BTreeMap::new(),
-            kube_reserved: BTreeMap::new(),
-            enforce_node_allocatable: vec!["pods".to_owned()],
-            eviction_hard: quantities(&[
-                ("memory.available", "100Mi"),
-                ("nodefs.available", "10%"),
-                ("imagefs.available", "15%"),
-                ("nodefs.inodesFree", "5%"),
-            ]),
-            eviction_pressure_transition_period: Duration::from_secs(300),
-            eviction_monitoring_period: Duration::from_secs(10),
-            image_gc_high_threshold_percent: 85,
-            image_gc_low_threshold_percent: 80,
-            image_minimum_gc_age: Duration::from_secs(120),
-            minimum_container_ttl: Duration::ZERO,
-            max_per_pod_container: 1,
-            max_containers: -1,
-            serialize_image_pulls: true,
-            pod_pids_limit: -1,
-            container_log: logs::LogRotatePolicy::default(),
-        }
-    }
-}
-
 /// Runs the kubelet against `cri` until `shutdown` completes.
 ///
 /// On start it asks the runtime its version, relists the runtime (PLEG) so that existing
@@ -240,6 +107,12 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("CRI Version call failed: {}", e.message()))?;
     info!(runtime = %version.runtime_name, version = %version.runtime_version, "connected to container runtime");
+    // In a cluster: the API server named by `--kubeconfig`. Without it the kubelet is
+    // standalone and runs static pods only.
+    let api = match &config.kubeconfig {
+        Some(path) => Some(client::from_kubeconfig(path).await?),
+        None => None,
+    };
     let node_ip_addr = config.node_ip.unwrap_or_else(detect_node_ip);
     let node_ip = node_ip_addr.to_string();
     metrics::metrics().set_node_name(&config.node_name);
@@ -496,6 +369,9 @@ fn detect_node_ip() -> IpAddr {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
     use super::*;
     use cri::fake::FakeCri;
 

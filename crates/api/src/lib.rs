@@ -17,6 +17,7 @@
 //! - [`quantity`]: resource quantities (`500m`, `128Mi`);
 //! - [`schema`]: the OpenAPI schemas of the built-in kinds with upstream's patch
 //!   strategies and merge keys;
+//! - [`version`]: the Kubernetes release Skiff's components report;
 //! - [`yaml`]: YAML to JSON as upstream converts it, bounded against hostile nesting.
 
 pub mod apply;
@@ -33,6 +34,7 @@ pub mod quantity;
 pub mod schema;
 pub mod selector;
 pub mod validation;
+pub mod version;
 pub mod yaml;
 
 pub mod admissionregistration;

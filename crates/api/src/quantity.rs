@@ -35,12 +35,80 @@ pub fn parse(quantity: &Quantity) -> Option<f64> {
 
 /// Thousandths of the value, rounded up (upstream `MilliValue`); 0 when malformed.
 pub fn milli_value(quantity: &Quantity) -> i64 {
-    parse(quantity).map_or(0, |v| (v * 1000.0).ceil() as i64)
+    scaled_ceil(quantity, 3)
+        .or_else(|| parse(quantity).map(|v| (v * 1000.0).ceil() as i64))
+        .unwrap_or(0)
 }
 
 /// The value rounded up to an integer (upstream `Value`, e.g. bytes); 0 when malformed.
 pub fn value(quantity: &Quantity) -> i64 {
-    parse(quantity).map_or(0, |v| v.ceil() as i64)
+    scaled_ceil(quantity, 0)
+        .or_else(|| parse(quantity).map(|v| v.ceil() as i64))
+        .unwrap_or(0)
+}
+
+/// `value × 10^scale` rounded up, computed exactly in integers (so `700m` is 700
+/// millicores, not 701 through a float), saturated to `i64`; `None` when malformed or
+/// beyond exact arithmetic (the callers then fall back to [`parse`]).
+fn scaled_ceil(quantity: &Quantity, scale: i32) -> Option<i64> {
+    let s = quantity.0.trim();
+    let (negative, s) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, suffix) = s.split_at(split);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || whole.len() + fraction.len() > 30 {
+        return None;
+    }
+    let mut mantissa: i128 = 0;
+    for c in whole.chars().chain(fraction.chars()) {
+        mantissa = mantissa * 10 + i128::from(c.to_digit(10)?);
+    }
+    let (binary_power, decimal_exp): (u32, i32) = match suffix {
+        "" => (0, 0),
+        "n" => (0, -9),
+        "u" => (0, -6),
+        "m" => (0, -3),
+        "k" => (0, 3),
+        "M" => (0, 6),
+        "G" => (0, 9),
+        "T" => (0, 12),
+        "P" => (0, 15),
+        "E" => (0, 18),
+        "Ki" => (1, 0),
+        "Mi" => (2, 0),
+        "Gi" => (3, 0),
+        "Ti" => (4, 0),
+        "Pi" => (5, 0),
+        "Ei" => (6, 0),
+        exp if exp.starts_with(['e', 'E']) => (0, exp[1..].parse().ok()?),
+        _ => return None,
+    };
+    let fraction_digits = i32::try_from(fraction.len()).ok()?;
+    let exp10 = decimal_exp
+        .checked_add(scale)?
+        .checked_sub(fraction_digits)?;
+    let mut n = mantissa.checked_mul(1024i128.checked_pow(binary_power)?)?;
+    if exp10 >= 0 {
+        n = n
+            .checked_mul(10i128.checked_pow(u32::try_from(exp10).ok()?)?)
+            .unwrap_or(i128::MAX);
+    } else {
+        let divisor = 10i128.checked_pow(u32::try_from(-exp10).ok()?)?;
+        // Round up, as upstream: away from zero for positive values, toward it for
+        // negative ones (the ceiling).
+        n = if negative {
+            n / divisor
+        } else {
+            (n + divisor - 1) / divisor
+        };
+    }
+    let n = if negative { -n } else { n };
+    Some(i64::try_from(n).unwrap_or(if negative { i64::MIN } else { i64::MAX }))
 }
 
 /// `value` as a canonical binary-SI quantity string (upstream `resource.Quantity.String()`
@@ -81,6 +149,18 @@ mod tests {
         assert_eq!(value(&q("1e3")), 1000);
         assert_eq!(parse(&q("12X")), None);
         assert_eq!(value(&q("bogus")), 0);
+        // Exact, not through a float: 0.7 * 1000 is 700.0000000000001 in f64.
+        assert_eq!(milli_value(&q("700m")), 700);
+        assert_eq!(milli_value(&q("0.7")), 700);
+        assert_eq!(milli_value(&q("1.1")), 1100);
+        assert_eq!(milli_value(&q("100u")), 1);
+        assert_eq!(value(&q("0.5Gi")), 512 << 20);
+        assert_eq!(value(&q("1.5k")), 1500);
+        assert_eq!(value(&q("1001m")), 2);
+        assert_eq!(value(&q("-1.5")), -1);
+        assert_eq!(value(&q("12e6")), 12_000_000);
+        assert_eq!(value(&q("1E")), 1_000_000_000_000_000_000);
+        assert_eq!(value(&q("16Ei")), i64::MAX);
     }
 
     #[test]

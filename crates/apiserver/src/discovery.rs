@@ -46,12 +46,8 @@ pub(crate) use document::Document;
 pub(crate) use order::compare_versions;
 pub use order::group_priority;
 
-/// The Kubernetes release whose API Skiff serves.
-pub const KUBERNETES_MAJOR: &str = "1";
-/// See [`KUBERNETES_MAJOR`].
-pub const KUBERNETES_MINOR: &str = "37";
-/// `/version`'s `gitVersion`, as `kubectl version` prints it.
-pub const GIT_VERSION: &str = "v1.37.0+skiff";
+/// The Kubernetes release whose API Skiff serves (`/version`), the one the kubelet reports.
+pub use skiff_api::version::{GIT_VERSION, KUBERNETES_MAJOR, KUBERNETES_MINOR};
 
 /// The `application/json` media type of every discovery document but the aggregated ones.
 const JSON: &str = "application/json";

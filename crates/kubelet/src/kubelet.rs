@@ -100,6 +100,16 @@ impl Kubelet {
         // Upstream `WaitForAttachAndMount`: no container starts before its volumes exist;
         // the status still shows the pod (its containers ContainerCreating).
         if let Err(e) = self.volume_manager.wait_for_attach_and_mount(pod) {
+            // The reconciler's event per volume that failed (upstream
+            // `MountVolume.SetUp failed for volume "v" : ...`).
+            for (_, message) in e.unmounted.iter().chain(&e.failed_to_process) {
+                self.runtime.recorder().pod_event(
+                    pod,
+                    crate::events::EventType::Warning,
+                    crate::events::FAILED_MOUNT_VOLUME,
+                    message,
+                );
+            }
             warn!(pod = %name, error = %format!("unable to attach or mount volumes: {e}"), "Unable to attach or mount volumes for pod; skipping pod");
             self.status_manager.set_pod_status(
                 uid,

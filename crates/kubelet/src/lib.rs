@@ -10,14 +10,19 @@ pub mod client;
 pub mod cm;
 pub mod config;
 pub mod cri;
+pub mod events;
 pub mod eviction;
 pub mod garbage_collection;
 pub mod images;
 pub mod kubelet;
 pub mod kubelet_config;
 pub mod kuberuntime;
+pub mod lifecycle;
 pub mod logs;
 pub mod metrics;
+pub mod mirror_pods;
+pub mod nodelease;
+pub mod nodestatus;
 pub mod pleg;
 pub mod pod_dirs;
 pub mod pod_manager;
@@ -144,14 +149,20 @@ pub async fn run(
         .start()
         .context("setting up the kubepods cgroups")?;
 
-    let allocatable = NodeAllocatable::from_machine(
-        &config.root_dir,
-        &[&config.system_reserved, &config.kube_reserved],
-    );
+    let allocatable = NodeAllocatable::from_amounts(&container_manager.node_allocatable());
     let volume_manager = Arc::new(VolumeManager::new(
         PodDirs::new(&config.root_dir),
         volume::probe_volume_plugins(allocatable),
     ));
+    // Events go to the API server when there is one (one sender task), else to the log.
+    let (recorder, event_broadcaster) = match &api {
+        Some(client) => {
+            let sink = events::ApiEventSink::new(client.clone());
+            let (recorder, broadcaster) = events::EventRecorder::with_sink(&config.node_name, sink);
+            (recorder, Some(broadcaster))
+        }
+        None => (events::EventRecorder::log_only(&config.node_name), None),
+    };
     let runtime = Arc::new(
         KubeGenericRuntimeManager::new(
             cri.clone(),
@@ -160,17 +171,20 @@ pub async fn run(
                 cgroup_root: config.cgroup_root.clone(),
                 node_ip: node_ip.clone(),
                 resolv_conf: PathBuf::from("/etc/resolv.conf"),
+                cluster_dns: config.cluster_dns.clone(),
+                cluster_domain: config.cluster_domain.clone(),
                 memory_capacity: cm::machine_memory_capacity(),
                 pod_dirs: PodDirs::new(&config.root_dir),
                 allocatable,
             },
         )
-        .with_volume_manager(volume_manager.clone()),
+        .with_volume_manager(volume_manager.clone())
+        .with_recorder(recorder.clone()),
     );
     let status_manager = Arc::new(StatusManager::default());
     let (probe_results, probe_updates) = ProbeResults::new();
     let probe_manager = ProbeManager::new(
-        Arc::new(Prober::new(cri.clone())),
+        Arc::new(Prober::new(cri.clone()).with_recorder(recorder)),
         status_manager.clone(),
         probe_results.clone(),
     );
@@ -179,7 +193,7 @@ pub async fn run(
         status_manager: status_manager.clone(),
         reasons: Default::default(),
         node_ip,
-        runtime_name: version.runtime_name,
+        runtime_name: version.runtime_name.clone(),
         sync_frequency: config.sync_frequency,
         probe_manager,
         probe_results,
@@ -191,6 +205,9 @@ pub async fn run(
     let pod_worker_states = PodWorkerStates::default();
 
     let mut tasks = JoinSet::new();
+    if let Some(broadcaster) = event_broadcaster {
+        tasks.spawn(broadcaster.run());
+    }
     let (server_cri, server_cri_state) = (cri.clone(), cri.clone());
     let mut pleg = Pleg::new(cri.clone());
     if let Err(e) = pleg.relist().await {
@@ -244,12 +261,44 @@ pub async fn run(
         active_pods,
         eviction_tx,
     ));
-    tasks.spawn(eviction_manager.run());
+    tasks.spawn(eviction_manager.clone().run());
     tasks.spawn(logs::ContainerLogManager::new(cri.clone(), config.container_log).run());
 
     let (update_tx, update_rx) = mpsc::channel(64);
     let (snapshot_tx, snapshots) = mpsc::channel(4);
     let mut sources = Vec::new();
+    // The API server's pods of this node, and the mirror pods of its static pods.
+    let mirror_pods = Arc::new(config::apiserver::MirrorPods::default());
+    if let Some(client) = &api {
+        sources.push(config::apiserver::API_SOURCE);
+        let source = config::apiserver::ApiSource::new(
+            client.clone(),
+            config.node_name.clone(),
+            mirror_pods.clone(),
+        );
+        tasks.spawn(source.run(snapshot_tx.clone()));
+        tasks.spawn(
+            status::sync::StatusSync::new(
+                client.clone(),
+                status_manager.clone(),
+                pod_manager.clone(),
+                mirror_pods.clone(),
+                pod_worker_states.clone(),
+            )
+            .run(),
+        );
+        tasks.spawn(
+            mirror_pods::MirrorClient::new(
+                client.clone(),
+                config.node_name.clone(),
+                pod_manager.clone(),
+                mirror_pods.clone(),
+                pod_worker_states.clone(),
+                sources_ready.clone(),
+            )
+            .run(),
+        );
+    }
     if let Some(dir) = config.pod_manifest_path.clone() {
         info!(path = %dir.display(), "watching static pod manifests");
         sources.push(FILE_SOURCE);
@@ -284,6 +333,30 @@ pub async fn run(
         pod_logs_dir: config.pod_logs_dir.clone(),
         log_root: PathBuf::from("/var/log"),
     };
+    // Node registration and status, and the node Lease (upstream: whenever there is a
+    // client; `registerNode` only decides the registration).
+    if let Some(client) = &api {
+        let pressure = eviction_manager.clone();
+        let node_status = nodestatus::NodeStatusSync::new(nodestatus::NodeStatusInputs {
+            client: client.clone(),
+            config: config.clone(),
+            cri: cri.clone(),
+            runtime_name: version.runtime_name,
+            runtime_version: version.runtime_version,
+            capacity: container_manager.capacity().clone(),
+            allocatable: container_manager.node_allocatable(),
+            pressure: Arc::new(move || pressure.node_conditions()),
+            pleg: pleg_health.clone(),
+            node_ip: node_ip_addr,
+        });
+        tasks.spawn(node_status.run());
+        let lease = nodelease::NodeLeaseController::new(
+            client.clone(),
+            &config.node_name,
+            config.node_lease_duration_seconds,
+        );
+        tasks.spawn(lease.run());
+    }
     serve_ports(&config, node_ip_addr, server_state, pleg_health, &mut tasks).await?;
 
     let (results_tx, results_rx) = mpsc::unbounded_channel();
@@ -295,6 +368,10 @@ pub async fn run(
         probes: probe_updates,
         evictions: eviction_rx,
     };
+    let admission = lifecycle::PodAdmission::new(lifecycle::AdmissionNode::from_config(
+        &config,
+        container_manager.node_allocatable(),
+    ));
     SyncLoop::new(
         pod_manager,
         pod_workers,
@@ -303,6 +380,7 @@ pub async fn run(
         evictions,
         container_manager,
     )
+    .with_admission(admission)
     .run(inputs, shutdown)
     .await;
     tasks.shutdown().await;

@@ -72,6 +72,9 @@ struct WorkerStates {
     synced: bool,
     /// Pods with a worker: running, or terminating and not yet forgotten.
     workers: HashSet<String>,
+    /// Pods whose termination finished and that have no worker since (until the SyncLoop
+    /// drops them with [`PodWorkerStates::remove_terminated`]).
+    terminated: HashSet<String>,
 }
 
 impl PodWorkerStates {
@@ -85,6 +88,17 @@ impl PodWorkerStates {
     pub fn should_pod_content_be_removed(&self, uid: &str) -> bool {
         let states = self.lock();
         states.synced && !states.workers.contains(uid)
+    }
+
+    /// True when pod `uid`'s termination finished: its containers are stopped and it has
+    /// no worker (upstream `podWorkers.IsPodTerminationFinished`).
+    pub fn is_terminated(&self, uid: &str) -> bool {
+        self.lock().terminated.contains(uid)
+    }
+
+    /// Forgets that pod `uid` terminated (it left the kubelet).
+    pub fn remove_terminated(&self, uid: &str) {
+        self.lock().terminated.remove(uid);
     }
 
     /// Marks the workers synced with the sources' initial pods.
@@ -144,7 +158,11 @@ impl PodWorkers {
             self.results.clone(),
         ));
         let terminating = matches!(update, UpdateType::Kill { .. });
-        self.states.lock().workers.insert(uid.clone());
+        {
+            let mut states = self.states.lock();
+            states.workers.insert(uid.clone());
+            states.terminated.remove(&uid);
+        }
         self.workers.insert(
             uid,
             Worker {
@@ -181,7 +199,14 @@ impl PodWorkers {
     /// Drops the worker of a terminated pod.
     pub fn forget(&mut self, uid: &str) {
         self.workers.remove(uid);
-        self.states.lock().workers.remove(uid);
+        let mut states = self.states.lock();
+        states.workers.remove(uid);
+        states.terminated.insert(uid.to_owned());
+    }
+
+    /// The states the workers publish.
+    pub fn states(&self) -> &PodWorkerStates {
+        &self.states
     }
 
     /// Stops all workers without touching their pods.

@@ -16,6 +16,8 @@ use tracing::info;
 use crate::cm::ContainerManager;
 use crate::config::{PodOperation, PodUpdate, SourcesReady};
 use crate::eviction::EvictedPods;
+use crate::lifecycle::PodAdmission;
+use crate::lifecycle::admission::sort_by_creation_time;
 use crate::pleg::{PodLifecycleEvent, PodLifecycleEventType, RuntimePods};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdateType, WorkerResult};
@@ -56,6 +58,8 @@ pub struct SyncLoop {
     deleted: HashSet<String>,
     evicted: Arc<EvictedPods>,
     container_manager: Arc<ContainerManager>,
+    /// Pod admission (upstream `canAdmitPod`); without it every pod is admitted.
+    admission: Option<PodAdmission>,
 }
 
 impl SyncLoop {
@@ -79,7 +83,14 @@ impl SyncLoop {
             deleted: HashSet::new(),
             evicted,
             container_manager,
+            admission: None,
         }
+    }
+
+    /// Admits added pods through `admission` (see [`PodAdmission::handle_pod_addition`]).
+    pub fn with_admission(mut self, admission: PodAdmission) -> Self {
+        self.admission = Some(admission);
+        self
     }
 
     /// Dispatches until `shutdown` completes, then stops the workers, leaving pods running.
@@ -126,7 +137,10 @@ impl SyncLoop {
 
     /// Applies one config update (upstream `HandlePodAdditions`, `HandlePodUpdates`,
     /// `HandlePodRemoves`, `HandlePodReconcile`; DELETE is a graceful termination).
-    fn handle_update(&mut self, update: PodUpdate) {
+    fn handle_update(&mut self, mut update: PodUpdate) {
+        if update.op == PodOperation::Add {
+            sort_by_creation_time(&mut update.pods);
+        }
         for pod in update.pods {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let name = pod.metadata.name.clone().unwrap_or_default();
@@ -134,6 +148,16 @@ impl SyncLoop {
                 PodOperation::Add | PodOperation::Update | PodOperation::Delete => {
                     info!(pod = %name, uid = %uid, op = ?update.op, source = %update.source, "pod update");
                     if let Some(pod) = self.pod_manager.add_or_update(pod) {
+                        if update.op == PodOperation::Add
+                            && let Some(admission) = self.admission.as_mut()
+                            && !admission.handle_pod_addition(
+                                &pod,
+                                &self.pod_manager,
+                                &self.pod_workers,
+                            )
+                        {
+                            continue;
+                        }
                         self.sync_pod(pod);
                     }
                 }
@@ -146,6 +170,10 @@ impl SyncLoop {
                     self.work_queue.remove(&uid);
                     let already_deleted = self.deleted.remove(&uid);
                     self.evicted.forget(&uid);
+                    self.pod_workers.states().remove_terminated(&uid);
+                    if let Some(admission) = self.admission.as_mut() {
+                        admission.forget(&uid);
+                    }
                     if !self.pod_workers.is_known(&uid) {
                         // A static pod still waiting for its name never started.
                         self.static_pod_starts.terminated(&uid);
@@ -233,6 +261,11 @@ impl SyncLoop {
     /// Sends a sync to the pod's worker, unless another static pod of the same full name
     /// still runs: then it waits for that one's termination.
     fn sync_pod(&mut self, pod: Arc<Pod>) {
+        // A pod rejected at admission is never started (upstream: it is Failed).
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        if self.admission.as_ref().is_some_and(|a| a.is_rejected(uid)) {
+            return;
+        }
         if pod.metadata.deletion_timestamp.is_some() {
             self.terminate_deleted_pod(pod);
             return;
@@ -400,6 +433,8 @@ mod tests {
                 cgroup_root: "/skiff-unit-test-nonexistent".into(),
                 node_ip: "10.0.0.2".into(),
                 resolv_conf: "/etc/resolv.conf".into(),
+                cluster_dns: Vec::new(),
+                cluster_domain: String::new(),
                 memory_capacity: 1 << 30,
                 pod_dirs: crate::pod_dirs::PodDirs::new(dir.path().join("root")),
                 allocatable: Default::default(),

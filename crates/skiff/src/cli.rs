@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use skiff_kubelet::AuthorizationMode;
 use skiff_kubelet::config::kubelet_configuration;
 
 /// Kubernetes in one binary.
@@ -167,8 +168,80 @@ pub struct KubeletArgs {
     /// Log files kept per container, the live one included, at least 2 [default: 5].
     #[arg(long, value_name = "N")]
     pub container_log_max_files: Option<usize>,
+    /// Maximum number of processes per pod; -1: the node's pid capacity [default: -1].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub pod_max_pids: Option<i64>,
+
+    // --- In a cluster (upstream kubelet's names and semantics) ---
+    /// Path to a kubeconfig file, specifying how to connect to the API server. Providing
+    /// --kubeconfig enables API server mode, omitting --kubeconfig enables standalone mode.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Register the node with the API server; irrelevant without --kubeconfig
+    /// [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub register_node: Option<bool>,
+    /// Register the node with the given list of taints (comma separated
+    /// `<key>=<value>:<effect>`). No-op if --register-node is false.
+    #[arg(long, value_name = "TAINTS", value_parser = register_with_taints)]
+    pub register_with_taints: Option<kubelet_configuration::RegisterWithTaints>,
+    /// Labels to add when registering the node in the cluster, `key=value` pairs separated
+    /// by ','; may be repeated. Labels in the 'kubernetes.io' namespace must begin with an
+    /// allowed prefix (kubelet.kubernetes.io, node.kubernetes.io) or be one of the
+    /// kubelet's own labels (kubernetes.io/hostname, topology.kubernetes.io/zone, ...).
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub node_labels: Vec<String>,
+    /// How often the kubelet computes the node status and posts it when it changed
+    /// [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub node_status_update_frequency: Option<Duration>,
+    /// QPS to use while talking with the API server; must be >= 0 [default: 50].
+    #[arg(long, value_name = "QPS", allow_negative_numbers = true)]
+    pub kube_api_qps: Option<i32>,
+    /// Burst to use while talking with the API server; must be >= 0 [default: 100].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub kube_api_burst: Option<i32>,
+    /// Number of pods that can run on this kubelet [default: 110].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_pods: Option<i32>,
+    /// Comma-separated list of DNS server IP addresses for pods with
+    /// `dnsPolicy=ClusterFirst`; may be repeated. Entries that are not IP addresses are
+    /// logged and skipped, as upstream.
+    #[arg(long, value_name = "IP,...", value_delimiter = ',')]
+    pub cluster_dns: Option<Vec<String>>,
+    /// Domain for this cluster; pods search it in addition to the host's search domains.
+    #[arg(long, value_name = "DOMAIN")]
+    pub cluster_domain: Option<String>,
+    /// Requests to the main port presenting a client certificate signed by one of these
+    /// authorities are authenticated as the certificate's CommonName.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Anonymous requests to the main port (not rejected by another authentication method)
+    /// are `system:anonymous` [default: true; false with --config, as upstream's
+    /// KubeletConfiguration].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub anonymous_auth: Option<bool>,
+    /// Use the TokenReview API to authenticate bearer tokens [default: false; true with
+    /// --config].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub authentication_token_webhook: Option<bool>,
+    /// Authorization mode of the main port: AlwaysAllow or Webhook (SubjectAccessReview)
+    /// [default: AlwaysAllow; Webhook with --config].
+    #[arg(long, value_name = "MODE", value_parser = authorization_mode)]
+    pub authorization_mode: Option<AuthorizationMode>,
+    /// Unique identifier of the node in a machine database (the Node's spec.providerID).
+    #[arg(long, value_name = "ID")]
+    pub provider_id: Option<String>,
     #[command(flatten)]
     pub network: NetworkArgs,
+}
+
+fn register_with_taints(s: &str) -> anyhow::Result<kubelet_configuration::RegisterWithTaints> {
+    kubelet_configuration::parse_register_with_taints(s)
+}
+
+fn authorization_mode(s: &str) -> anyhow::Result<AuthorizationMode> {
+    kubelet_configuration::parse_authorization_mode(s)
 }
 
 fn duration(s: &str) -> Result<Duration, String> {

@@ -87,6 +87,9 @@ fn kubelet_config(args: &KubeletArgs) -> anyhow::Result<(KubeletConfig, Option<S
         ),
         None => anyhow::anyhow!("invalid kubelet flags: {e}"),
     })?;
+    // Upstream's ValidateKubeletFlags, after the configuration's validation.
+    kubelet_configuration::validate_node_labels(&config.node_labels)
+        .context("failed to validate kubelet flags")?;
     let endpoint = args
         .container_runtime_endpoint
         .clone()
@@ -157,6 +160,37 @@ fn apply_flags(args: &KubeletArgs, config: &mut KubeletConfig) -> anyhow::Result
         &mut config.container_log.max_files,
         &args.container_log_max_files,
     );
+    set(&mut config.pod_pids_limit, &args.pod_max_pids);
+    // In a cluster.
+    if let Some(path) = &args.kubeconfig {
+        config.kubeconfig = Some(path.clone());
+    }
+    set(&mut config.register_node, &args.register_node);
+    set(&mut config.register_with_taints, &args.register_with_taints);
+    config.node_labels = kubelet_configuration::parse_node_labels(&args.node_labels);
+    set(
+        &mut config.node_status_update_frequency,
+        &args.node_status_update_frequency,
+    );
+    set(&mut config.kube_api_qps, &args.kube_api_qps);
+    set(&mut config.kube_api_burst, &args.kube_api_burst);
+    set(&mut config.max_pods, &args.max_pods);
+    if let Some(servers) = &args.cluster_dns {
+        config.cluster_dns = kubelet_configuration::parse_cluster_dns(servers);
+    }
+    set(&mut config.cluster_domain, &args.cluster_domain);
+    if let Some(file) = &args.client_ca_file {
+        config.client_ca_file = Some(file.clone()).filter(|f| !f.as_os_str().is_empty());
+    }
+    set(&mut config.anonymous_auth, &args.anonymous_auth);
+    set(
+        &mut config.authentication_token_webhook,
+        &args.authentication_token_webhook,
+    );
+    set(&mut config.authorization_mode, &args.authorization_mode);
+    if let Some(id) = &args.provider_id {
+        config.provider_id = Some(id.clone()).filter(|id| !id.is_empty());
+    }
     Ok(())
 }
 
@@ -177,6 +211,7 @@ fn node_name(hostname_override: Option<&str>) -> anyhow::Result<String> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use skiff_kubelet::AuthorizationMode;
     use std::time::Duration;
 
     fn args(extra: &[&str]) -> KubeletArgs {
@@ -265,6 +300,209 @@ mod tests {
         );
         assert!(
             err.contains("kubelet.yaml") && err.contains("imageGCLowThresholdPercent"),
+            "{err}"
+        );
+    }
+
+    /// Without `--config`, the flag defaults apply: anonymous requests allowed, no token
+    /// webhook, AlwaysAllow (upstream's `applyLegacyDefaults`).
+    #[test]
+    fn cluster_flag_defaults_without_a_file() {
+        let (config, _) = kubelet_config(&args(&[])).unwrap();
+        assert_eq!(config.kubeconfig, None);
+        assert!(config.register_node);
+        assert!(config.register_with_taints.is_empty() && config.node_labels.is_empty());
+        assert_eq!(config.node_status_update_frequency, Duration::from_secs(10));
+        assert_eq!(
+            config.node_status_report_frequency,
+            Duration::from_secs(300)
+        );
+        assert_eq!(config.node_lease_duration_seconds, 40);
+        assert_eq!((config.kube_api_qps, config.kube_api_burst), (50, 100));
+        assert_eq!(config.max_pods, 110);
+        assert!(config.cluster_dns.is_empty() && config.cluster_domain.is_empty());
+        assert!(config.anonymous_auth);
+        assert!(!config.authentication_token_webhook);
+        assert_eq!(config.authorization_mode, AuthorizationMode::AlwaysAllow);
+        assert_eq!(config.client_ca_file, None);
+        assert_eq!(config.provider_id, None);
+    }
+
+    #[test]
+    fn cluster_flags_set_the_config() {
+        let (config, _) = kubelet_config(&args(&[
+            "--kubeconfig",
+            "/etc/kubernetes/kubelet.conf",
+            "--register-node=false",
+            "--register-with-taints",
+            "dedicated=infra:NoSchedule,gpu:NoExecute",
+            "--node-labels",
+            "node.kubernetes.io/pool=a,example.com/tier=web",
+            "--node-labels",
+            "kubernetes.io/hostname=n1",
+            "--node-status-update-frequency",
+            "4s",
+            "--kube-api-qps",
+            "20",
+            "--kube-api-burst",
+            "40",
+            "--max-pods",
+            "8",
+            "--cluster-dns",
+            "10.96.0.10,fd00::10",
+            "--cluster-dns",
+            "10.96.0.11",
+            "--cluster-domain",
+            "cluster.local",
+            "--client-ca-file",
+            "/pki/ca.crt",
+            "--anonymous-auth=false",
+            "--authentication-token-webhook",
+            "--authorization-mode",
+            "Webhook",
+            "--provider-id",
+            "skiff://n1",
+            "--pod-max-pids",
+            "1024",
+        ]))
+        .unwrap();
+        assert_eq!(
+            config.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/etc/kubernetes/kubelet.conf"))
+        );
+        assert!(!config.register_node);
+        let taints: Vec<(&str, Option<&str>, &str)> = config
+            .register_with_taints
+            .iter()
+            .map(|t| (t.key.as_str(), t.value.as_deref(), t.effect.as_str()))
+            .collect();
+        assert_eq!(
+            taints,
+            [
+                ("dedicated", Some("infra"), "NoSchedule"),
+                ("gpu", None, "NoExecute")
+            ]
+        );
+        assert_eq!(config.node_labels.len(), 3);
+        assert_eq!(config.node_labels["node.kubernetes.io/pool"], "a");
+        assert_eq!(config.node_labels["kubernetes.io/hostname"], "n1");
+        assert_eq!(config.node_status_update_frequency, Duration::from_secs(4));
+        assert_eq!(
+            config.node_status_report_frequency,
+            Duration::from_secs(300),
+            "the flag does not move the report frequency"
+        );
+        assert_eq!((config.kube_api_qps, config.kube_api_burst), (20, 40));
+        assert_eq!(config.max_pods, 8);
+        let dns: Vec<String> = config.cluster_dns.iter().map(ToString::to_string).collect();
+        assert_eq!(dns, ["10.96.0.10", "fd00::10", "10.96.0.11"]);
+        assert_eq!(config.cluster_domain, "cluster.local");
+        assert_eq!(
+            config.client_ca_file.as_deref(),
+            Some(std::path::Path::new("/pki/ca.crt"))
+        );
+        assert!(!config.anonymous_auth);
+        assert!(config.authentication_token_webhook);
+        assert_eq!(config.authorization_mode, AuthorizationMode::Webhook);
+        assert_eq!(config.provider_id.as_deref(), Some("skiff://n1"));
+        assert_eq!(config.pod_pids_limit, 1024);
+    }
+
+    /// A file starts from the v1beta1 defaults (anonymous off, webhook on, Webhook mode);
+    /// flags override what the file says.
+    #[test]
+    fn cluster_flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.yaml");
+        std::fs::write(
+            &empty,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+        )
+        .unwrap();
+        let (config, _) = kubelet_config(&args(&["--config", empty.to_str().unwrap()])).unwrap();
+        assert!(!config.anonymous_auth);
+        assert!(config.authentication_token_webhook);
+        assert_eq!(config.authorization_mode, AuthorizationMode::Webhook);
+
+        let file = dir.path().join("kubelet.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             maxPods: 50\nclusterDNS: [10.0.0.10]\nclusterDomain: file.local\n\
+             registerWithTaints: [{key: file, effect: NoSchedule}]\n\
+             authentication: {anonymous: {enabled: false}}\n",
+        )
+        .unwrap();
+        let (config, _) = kubelet_config(&args(&[
+            "--config",
+            file.to_str().unwrap(),
+            "--anonymous-auth",
+            "--authorization-mode",
+            "AlwaysAllow",
+            "--authentication-token-webhook=false",
+            "--cluster-dns",
+            "10.0.0.53",
+            "--register-with-taints",
+            "",
+        ]))
+        .unwrap();
+        assert!(config.anonymous_auth, "flag wins");
+        assert!(!config.authentication_token_webhook);
+        assert_eq!(config.authorization_mode, AuthorizationMode::AlwaysAllow);
+        assert_eq!(config.max_pods, 50, "from the file");
+        assert_eq!(config.cluster_domain, "file.local");
+        assert_eq!(config.cluster_dns.len(), 1);
+        assert_eq!(config.cluster_dns[0].to_string(), "10.0.0.53");
+        assert!(
+            config.register_with_taints.is_empty(),
+            "an empty flag clears the file's taints"
+        );
+    }
+
+    #[test]
+    fn bad_cluster_flags_are_refused() {
+        for bad in [
+            ["--register-with-taints", "a=b:Sometimes"],
+            ["--register-with-taints", "a"],
+            ["--authorization-mode", "RBAC"],
+            ["--authorization-mode", ""],
+            ["--node-status-update-frequency", "10"],
+            ["--max-pods", "many"],
+        ] {
+            let argv = ["skiff", "kubelet"].into_iter().chain(bad);
+            assert!(crate::cli::Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+        let err = crate::cli::Cli::try_parse_from([
+            "skiff",
+            "kubelet",
+            "--register-with-taints",
+            "k=v:Bad",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("invalid taint effect: Bad, unsupported taint effect"),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            kubelet_config(&args(&["--node-labels", "node-role.kubernetes.io/worker="]))
+                .unwrap_err()
+        );
+        assert!(
+            err.starts_with(
+                "failed to validate kubelet flags: unknown 'kubernetes.io' or 'k8s.io' labels \
+                 specified with --node-labels: [node-role.kubernetes.io/worker]"
+            ),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            kubelet_config(&args(&["--max-pods", "-1", "--kube-api-qps", "-5"])).unwrap_err()
+        );
+        assert!(
+            err.contains("maxPods (--max-pods): -1 must not be a negative number")
+                && err.contains("kubeAPIQPS (--kube-api-qps): -5 must not be a negative number"),
             "{err}"
         );
     }

@@ -11,6 +11,7 @@ pub mod persistent_volume;
 pub mod pod;
 pub mod replication_controller;
 pub mod resources;
+pub mod scheduling_predicates;
 pub mod service;
 
 pub use checks::{

@@ -53,7 +53,13 @@ struct State {
     executing: usize,
     waiting: usize,
     next_id: u64,
+    /// Real time; a fixed one in tests, so that virtual time does not depend on how
+    /// busy the machine is.
+    clock: Clock,
 }
+
+/// Where a queue set reads the real time.
+type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 #[derive(Default)]
 struct Queue {
@@ -109,6 +115,16 @@ impl QueueSet {
         queuing: Option<QueuingConfig>,
         concurrency_limit: usize,
     ) -> Result<Arc<QueueSet>, String> {
+        Self::with_clock(name, queuing, concurrency_limit, Arc::new(Instant::now))
+    }
+
+    /// [`QueueSet::new`] reading the real time from `clock`.
+    fn with_clock(
+        name: &str,
+        queuing: Option<QueuingConfig>,
+        concurrency_limit: usize,
+        clock: Clock,
+    ) -> Result<Arc<QueueSet>, String> {
         let set = Arc::new(QueueSet {
             name: name.to_owned(),
             state: Mutex::new(State {
@@ -117,13 +133,14 @@ impl QueueSet {
                 concurrency_limit,
                 queues: Vec::new(),
                 current_r: 0.0,
-                last_real: Instant::now(),
+                last_real: clock(),
                 robin_index: 0,
                 enqueues: 0,
                 seats_in_use: 0,
                 executing: 0,
                 waiting: 0,
                 next_id: 0,
+                clock,
             }),
         });
         set.reconfigure(queuing, concurrency_limit)?;
@@ -136,7 +153,8 @@ impl QueueSet {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.sync_time(Instant::now());
+        let now = (state.clock)();
+        state.sync_time(now);
         state
     }
 
@@ -179,11 +197,12 @@ impl QueueSet {
             }
             state.executing += 1;
             state.seats_in_use += seats;
+            let started = (state.clock)();
             return Start::Execute(Permit {
                 set: self.clone(),
                 seats,
                 queue: None,
-                started: Instant::now(),
+                started,
             });
         };
         let index = state.choose_queue(&dealer, hash);
@@ -230,6 +249,9 @@ impl QueueSet {
     /// service time, and waiting requests dispatched.
     fn finish(&self, seats: usize, queue: Option<usize>, started: Instant) {
         let mut state = self.lock();
+        let served = (state.clock)()
+            .saturating_duration_since(started)
+            .as_secs_f64();
         state.executing = state.executing.saturating_sub(1);
         state.seats_in_use = state.seats_in_use.saturating_sub(seats);
         if let Some(index) = queue
@@ -237,7 +259,6 @@ impl QueueSet {
         {
             q.executing = q.executing.saturating_sub(1);
             q.seats_in_use = q.seats_in_use.saturating_sub(seats);
-            let served = started.elapsed().as_secs_f64();
             q.next_dispatch_r -= seats as f64 * (ESTIMATED_SERVICE_DURATION.as_secs_f64() - served);
             state.bound_next_dispatch(index);
         }
@@ -343,7 +364,7 @@ impl State {
         };
         self.robin_index = index;
         self.waiting -= 1;
-        let now = Instant::now();
+        let now = (self.clock)();
         if request.dispatch.send(now).is_err() {
             // The waiter is gone (it takes the lock before leaving, so this is defensive).
             self.bound_next_dispatch(index);
@@ -497,7 +518,10 @@ mod tests {
         let dealer = Dealer::new(8, 1).unwrap();
         let (heavy, light) = (0u64, 1u64);
         assert_ne!(dealer.deal(heavy), dealer.deal(light));
-        let set = QueueSet::new("l", queued(8, 1, 50), 1).unwrap();
+        // Real time stands still: the virtual times depend only on what was queued (a busy
+        // machine once stalled this test long enough to put the light flow behind).
+        let frozen = Instant::now();
+        let set = QueueSet::with_clock("l", queued(8, 1, 50), 1, Arc::new(move || frozen)).unwrap();
         let mut running = execute(set.start(1, heavy));
         let mut heavy_waiting: Vec<Pending> =
             (0..10).map(|_| pending(set.start(1, heavy))).collect();
@@ -514,7 +538,7 @@ mod tests {
             {
                 dispatched_light = true;
                 light_rx.dispatched = None;
-                running = light_rx.permit(Instant::now());
+                running = light_rx.permit(frozen);
                 break;
             }
             let next = heavy_waiting.remove(0);

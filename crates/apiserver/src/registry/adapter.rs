@@ -85,6 +85,10 @@ impl<S: Strategy> Kind for Adapter<S> {
         self.strategy.status_subresource()
     }
 
+    fn status_takes_labels_and_annotations(&self) -> bool {
+        self.strategy.status_takes_labels_and_annotations()
+    }
+
     fn bumps_generation(&self) -> bool {
         self.strategy.bumps_generation()
     }

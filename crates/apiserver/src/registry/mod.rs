@@ -372,6 +372,13 @@ pub trait Strategy: Send + Sync + 'static {
         false
     }
 
+    /// Whether a `/status` write also takes the request's labels and annotations (upstream
+    /// status strategies that reset only the spec: nodes, whose kubelet patches its labels
+    /// through `nodes/status`, and pods).
+    fn status_takes_labels_and_annotations(&self) -> bool {
+        false
+    }
+
     /// Whether a change outside metadata and status bumps `metadata.generation` (kinds with
     /// a spec).
     fn bumps_generation(&self) -> bool {
@@ -607,6 +614,10 @@ pub trait Kind: Send + Sync {
         None
     }
     fn status_subresource(&self) -> bool;
+    /// See [`Strategy::status_takes_labels_and_annotations`].
+    fn status_takes_labels_and_annotations(&self) -> bool {
+        false
+    }
     fn bumps_generation(&self) -> bool;
     fn scale(&self) -> Option<&ScaleSpec>;
     fn name_rule(&self) -> skiff_api::names::ValidateNameFn;

@@ -494,6 +494,11 @@ impl<'a> Store<'a> {
             Target::Status => {
                 let mut updated = old.clone();
                 copy_status(new, &mut updated);
+                if self.kind.status_takes_labels_and_annotations() {
+                    for field in ["labels", "annotations"] {
+                        set_meta(&mut updated, field, meta_get(new, field).cloned());
+                    }
+                }
                 set_meta(
                     &mut updated,
                     "resourceVersion",

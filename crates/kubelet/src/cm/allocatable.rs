@@ -15,18 +15,25 @@ use skiff_api::quantity;
 /// The resource name of the process-ID capacity (upstream `pidlimit.PIDs`).
 pub const PIDS: &str = "pid";
 
-/// The machine's capacity: `cpu` (millicores of the online CPUs), `memory` (MemTotal
-/// bytes), `pid` (`kernel.pid_max`) and `ephemeral-storage` (size of the filesystem of
-/// `root_dir`). Unreadable values are left out.
+/// Prefix of the hugepages resources (`hugepages-2Mi`, upstream `ResourceHugePagesPrefix`).
+pub const HUGEPAGES_PREFIX: &str = "hugepages-";
+/// Where the kernel lists the huge page pools, one `hugepages-<size>kB` directory per size.
+const HUGEPAGES_SYSFS: &str = "/sys/kernel/mm/hugepages";
+
+/// The machine's capacity, the one source of the node's capacity and allocatable (the
+/// container manager, the downward API defaults and the node status all read it): `cpu`
+/// (millicores of the online CPUs), `memory` (MemTotal bytes), `hugepages-<size>` (bytes
+/// of each huge page pool, 0 when empty, as cAdvisor's `CapacityFromMachineInfo`), `pid`
+/// (`kernel.pid_max`) and `ephemeral-storage` (size of the filesystem of `root_dir`).
+/// Unreadable values are left out.
 pub fn machine_capacity(root_dir: &Path) -> ResourceAmounts {
     let mut capacity = ResourceAmounts::new();
-    if let Ok(cpus) = std::thread::available_parallelism() {
-        capacity.insert("cpu".into(), i64::try_from(cpus.get()).unwrap_or(0) * 1000);
-    }
+    capacity.insert("cpu".into(), online_cpus() * 1000);
     let memory = super::machine_memory_capacity();
     if memory > 0 {
         capacity.insert("memory".into(), memory);
     }
+    capacity.extend(hugepages_capacity(Path::new(HUGEPAGES_SYSFS)));
     if let Some(pid_max) = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -41,6 +48,56 @@ pub fn machine_capacity(root_dir: &Path) -> ResourceAmounts {
         );
     }
     capacity
+}
+
+/// Online CPUs from `/sys/devices/system/cpu/online` (`0-3,6`), as cAdvisor counts the
+/// machine's cores, else the parallelism the process sees.
+fn online_cpus() -> i64 {
+    let from_sysfs = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| {
+            list.trim()
+                .split(',')
+                .map(|range| match range.split_once('-') {
+                    Some((a, b)) => Some(b.parse::<i64>().ok()? - a.parse::<i64>().ok()? + 1),
+                    None => range.parse::<i64>().ok().map(|_| 1),
+                })
+                .sum::<Option<i64>>()
+        });
+    from_sysfs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as i64))
+}
+
+/// The huge page pools under `dir` (`hugepages-2048kB/nr_hugepages`), as
+/// `hugepages-<page size in canonical binary SI>` → bytes (`hugepages-2Mi`, `hugepages-1Gi`).
+/// Unreadable pools are left out.
+pub fn hugepages_capacity(dir: &Path) -> ResourceAmounts {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return ResourceAmounts::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let kib: i64 = name
+                .strip_prefix("hugepages-")?
+                .strip_suffix("kB")?
+                .parse()
+                .ok()?;
+            let pages: i64 = std::fs::read_to_string(entry.path().join("nr_hugepages"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?;
+            let page_size = kib.checked_mul(1024)?;
+            Some((
+                format!(
+                    "{HUGEPAGES_PREFIX}{}",
+                    quantity::format_binary_si(page_size)
+                ),
+                page_size.saturating_mul(pages),
+            ))
+        })
+        .collect()
 }
 
 /// Parses a reservation (`systemReserved` / `kubeReserved`: resource name to quantity)
@@ -139,5 +196,24 @@ mod tests {
         let huge = parse_reservation(&map(&[("cpu", "64")])).unwrap();
         assert_eq!(subtract(&capacity, &[&huge])["cpu"], 0);
         assert!(parse_reservation(&map(&[("memory", "-1Gi")])).is_err());
+    }
+
+    #[test]
+    fn hugepages_pools_are_named_by_page_size() {
+        let dir = tempfile::tempdir().unwrap();
+        for (pool, pages) in [("hugepages-2048kB", "3\n"), ("hugepages-1048576kB", "0\n")] {
+            std::fs::create_dir(dir.path().join(pool)).unwrap();
+            std::fs::write(dir.path().join(pool).join("nr_hugepages"), pages).unwrap();
+        }
+        std::fs::create_dir(dir.path().join("unrelated")).unwrap();
+        let pools = hugepages_capacity(dir.path());
+        assert_eq!(
+            pools,
+            ResourceAmounts::from([
+                ("hugepages-1Gi".to_owned(), 0),
+                ("hugepages-2Mi".to_owned(), 3 << 21),
+            ])
+        );
+        assert!(hugepages_capacity(&dir.path().join("missing")).is_empty());
     }
 }

@@ -134,17 +134,29 @@ impl ContainerManager {
         &self.capacity
     }
 
-    /// The node allocatable reported in the node status: capacity − systemReserved −
-    /// kubeReserved − hard eviction thresholds.
+    /// The node allocatable, the one value the node status reports and the downward API
+    /// defaults to: capacity − systemReserved − kubeReserved − hard eviction thresholds,
+    /// and memory also less every huge page pool (upstream's `MachineInfo` node status
+    /// setter), each floored at 0.
     pub fn node_allocatable(&self) -> ResourceAmounts {
-        allocatable::subtract(
+        let mut amounts = allocatable::subtract(
             &self.capacity,
             &[
                 &self.config.system_reserved,
                 &self.config.kube_reserved,
                 &self.config.eviction_reserved,
             ],
-        )
+        );
+        let hugepages: i64 = self
+            .capacity
+            .iter()
+            .filter(|(name, _)| name.starts_with(allocatable::HUGEPAGES_PREFIX))
+            .map(|(_, bytes)| *bytes)
+            .sum();
+        if let Some(memory) = amounts.get_mut("memory") {
+            *memory = (*memory - hugepages).max(0);
+        }
+        amounts
     }
 
     /// What the `kubepods` cgroup is limited to: capacity − systemReserved − kubeReserved
@@ -329,7 +341,12 @@ fn qos_shares(pods: &[Arc<Pod>]) -> (u64, u64) {
     let burstable_milli_cpu: i64 = pods
         .iter()
         .filter(|p| pod_qos(p) == QosClass::Burstable)
-        .map(|p| pod_requests(p).get("cpu").copied().unwrap_or(0))
+        .map(|p| {
+            pod_requests(p, &Default::default())
+                .get("cpu")
+                .copied()
+                .unwrap_or(0)
+        })
         .sum();
     (MIN_SHARES, milli_cpu_to_shares(burstable_milli_cpu))
 }
@@ -365,6 +382,7 @@ mod tests {
         let capacity = [
             ("cpu".to_owned(), 2000),
             ("memory".to_owned(), 4 << 30),
+            ("hugepages-2Mi".to_owned(), 10 << 21),
             (PIDS.to_owned(), 32768),
         ]
         .into();
@@ -399,7 +417,12 @@ mod tests {
         assert_eq!(read("kubepods/besteffort/cpu.weight"), "1");
         // 500m of Burstable requests: 512 shares.
         assert_eq!(read("kubepods/burstable/cpu.weight"), "20");
-        assert_eq!(cm.node_allocatable()["memory"], (3 << 30) - (100 << 20));
+        // The node allocatable's memory leaves out the huge page pools too; the kubepods
+        // limit does not.
+        assert_eq!(
+            cm.node_allocatable()["memory"],
+            (3 << 30) - (100 << 20) - (20 << 20)
+        );
 
         for p in [&burstable, &guaranteed, &best_effort] {
             cm.ensure_pod_cgroup(p).unwrap();

@@ -1,15 +1,12 @@
-//! Pod resource totals and the cgroup settings derived from them (upstream
-//! `k8s.io/component-helpers/resource` `PodRequests` / `PodLimits` and
+//! The cgroup settings derived from a pod's resources (upstream
 //! `pkg/kubelet/cm/helpers_linux.go` `ResourceConfigForPod`, `MilliCPUToShares`,
 //! `MilliCPUToQuota`).
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Container, Pod};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::Pod;
 
 use super::qos::{QosClass, pod_qos};
-use skiff_api::quantity;
+use skiff_api::core::pod::requests::{self, PodResourcesOptions};
+pub use skiff_api::core::pod::requests::{ResourceAmounts, pod_requests};
 
 /// Smallest and largest cgroup v1 `cpu.shares` the kernel accepts.
 pub const MIN_SHARES: u64 = 2;
@@ -21,10 +18,6 @@ const SHARES_PER_CPU: i64 = 1024;
 pub const QUOTA_PERIOD: u64 = 100_000;
 /// Smallest CFS quota, microseconds (1 ms).
 const MIN_QUOTA_PERIOD: i64 = 1000;
-
-/// Resource amounts by resource name, in base units: cpu in millicores, everything else
-/// (memory, hugepages-*, ephemeral-storage, pids) in units (bytes, counts).
-pub type ResourceAmounts = BTreeMap<String, i64>;
 
 /// Limits applied to one cgroup. `None` leaves the setting alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,122 +54,19 @@ pub fn milli_cpu_to_quota(milli_cpu: i64, period: u64) -> i64 {
     (milli_cpu.saturating_mul(period) / 1000).max(MIN_QUOTA_PERIOD)
 }
 
-/// The amount of a quantity in the unit of `resource` (millicores for cpu).
-fn amount(resource: &str, q: &Quantity) -> i64 {
-    if resource == "cpu" {
-        quantity::milli_value(q)
-    } else {
-        quantity::value(q)
-    }
-}
-
-fn add(into: &mut ResourceAmounts, list: &ResourceAmounts) {
-    for (name, v) in list {
-        *into.entry(name.clone()).or_default() += v;
-    }
-}
-
-fn max_into(into: &mut ResourceAmounts, list: &ResourceAmounts) {
-    for (name, v) in list {
-        let e = into.entry(name.clone()).or_default();
-        *e = (*e).max(*v);
-    }
-}
-
-fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> ResourceAmounts {
-    list.into_iter()
-        .flatten()
-        .map(|(name, q)| (name.clone(), amount(name, q)))
-        .collect()
-}
-
-fn is_sidecar(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
-
-/// Aggregates per-container lists as upstream `AggregateContainerRequests/Limits`: the sum
-/// of the regular containers and sidecars, or the largest init container (plus the
-/// sidecars started before it) when that is more. `each` sees every container's list
-/// (for init containers, including the sidecars before them).
-fn aggregate(
-    pod: &Pod,
-    list: impl Fn(&Container) -> ResourceAmounts,
-    mut each: impl FnMut(&ResourceAmounts),
-) -> ResourceAmounts {
-    let Some(spec) = pod.spec.as_ref() else {
-        return ResourceAmounts::new();
-    };
-    let mut total = ResourceAmounts::new();
-    for c in &spec.containers {
-        let l = list(c);
-        each(&l);
-        add(&mut total, &l);
-    }
-    let mut sidecars = ResourceAmounts::new();
-    let mut init_max = ResourceAmounts::new();
-    for c in spec.init_containers.iter().flatten() {
-        let l = list(c);
-        let effective = if is_sidecar(c) {
-            add(&mut total, &l);
-            add(&mut sidecars, &l);
-            sidecars.clone()
-        } else {
-            let mut tmp = l;
-            add(&mut tmp, &sidecars);
-            tmp
-        };
-        each(&effective);
-        max_into(&mut init_max, &effective);
-    }
-    max_into(&mut total, &init_max);
-    total
-}
-
-/// Pod-level amounts override the aggregated ones for cpu and memory (PodLevelResources).
-fn apply_pod_level(
-    pod: &Pod,
-    total: &mut ResourceAmounts,
-    pick: impl Fn(&k8s_openapi::api::core::v1::ResourceRequirements) -> ResourceAmounts,
-) {
-    if let Some(pod_level) = pod.spec.as_ref().and_then(|s| s.resources.as_ref()) {
-        for (name, v) in pick(pod_level) {
-            if name == "cpu" || name == "memory" {
-                total.insert(name, v);
-            }
-        }
-    }
-}
-
-/// The pod's effective requests (upstream `PodRequests`): [`aggregate`]d container
-/// requests, pod-level requests where set, plus the pod overhead.
-pub fn pod_requests(pod: &Pod) -> ResourceAmounts {
-    let requests = |c: &Container| amounts(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
-    let mut total = aggregate(pod, requests, |_| {});
-    apply_pod_level(pod, &mut total, |r| amounts(r.requests.as_ref()));
-    let overhead = amounts(pod.spec.as_ref().and_then(|s| s.overhead.as_ref()));
-    add(&mut total, &overhead);
-    total
-}
-
 /// The pod's effective limits (upstream `PodLimits`) and whether every container declares
 /// a cpu and a memory limit (pod-level limits count for all).
 fn pod_limits(pod: &Pod) -> (ResourceAmounts, bool, bool) {
-    let limits = |c: &Container| amounts(c.resources.as_ref().and_then(|r| r.limits.as_ref()));
     let (mut cpu_declared, mut memory_declared) = (true, true);
-    let mut total = aggregate(pod, limits, |l| {
+    let opts = PodResourcesOptions::default();
+    let total = requests::pod_limits(pod, &opts, &mut |l, _| {
         cpu_declared &= l.get("cpu").is_some_and(|v| *v != 0);
         memory_declared &= l.get("memory").is_some_and(|v| *v != 0);
     });
     if let Some(pod_level) = pod.spec.as_ref().and_then(|s| s.resources.as_ref()) {
-        let l = amounts(pod_level.limits.as_ref());
+        let l = requests::resource_amounts(pod_level.limits.as_ref());
         cpu_declared |= l.get("cpu").is_some_and(|v| *v != 0);
         memory_declared |= l.get("memory").is_some_and(|v| *v != 0);
-    }
-    apply_pod_level(pod, &mut total, |r| amounts(r.limits.as_ref()));
-    for (name, v) in amounts(pod.spec.as_ref().and_then(|s| s.overhead.as_ref())) {
-        if let Some(limit) = total.get_mut(&name) {
-            *limit += v;
-        }
     }
     (total, cpu_declared, memory_declared)
 }
@@ -186,7 +76,7 @@ fn pod_limits(pod: &Pod) -> (ResourceAmounts, bool, bool) {
 /// Burstable: shares, and quota / memory limit only when every container declares one;
 /// BestEffort: 2 shares. `pod_pids_limit` (`podPidsLimit`) applies when positive.
 pub fn resource_config_for_pod(pod: &Pod, pod_pids_limit: i64) -> ResourceConfig {
-    let requests = pod_requests(pod);
+    let requests = pod_requests(pod, &PodResourcesOptions::default());
     let (limits, cpu_declared, memory_declared) = pod_limits(pod);
     let shares = milli_cpu_to_shares(requests.get("cpu").copied().unwrap_or(0));
     let quota = milli_cpu_to_quota(limits.get("cpu").copied().unwrap_or(0), QUOTA_PERIOD);
@@ -221,7 +111,7 @@ pub fn resource_config_for_pod(pod: &Pod, pod_pids_limit: i64) -> ResourceConfig
 mod tests {
     use super::*;
     use crate::test_pods::container;
-    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
 
     fn pod(containers: Vec<Container>, init: Vec<Container>) -> Pod {
         Pod {
@@ -310,7 +200,7 @@ mod tests {
             ],
             vec![container("init", &big, &big)],
         );
-        let r = pod_requests(&p);
+        let r = pod_requests(&p, &PodResourcesOptions::default());
         assert_eq!((r["cpu"], r["memory"]), (1000, 100 << 20));
         let c = resource_config_for_pod(&p, -1);
         assert_eq!((c.cpu_shares, c.memory), (Some(1024), Some(100 << 20)));
@@ -321,7 +211,7 @@ mod tests {
             vec![container("a", &small, &small)],
             vec![sidecar, container("init", &small, &small)],
         );
-        let r = pod_requests(&p);
+        let r = pod_requests(&p, &PodResourcesOptions::default());
         assert_eq!(r["cpu"], 200);
     }
 }

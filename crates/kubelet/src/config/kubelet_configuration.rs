@@ -9,10 +9,20 @@
 //! them), then [`validate`] checks the result as upstream's
 //! `ValidateKubeletConfiguration` does.
 //!
+//! The v1beta1 defaults of a file differ from the flag defaults of
+//! [`KubeletConfig::default`] as upstream's: `readOnlyPort` 0, anonymous authentication
+//! off, `authentication.webhook.enabled` true and `authorization.mode: Webhook`. The
+//! webhook cache TTLs (`authentication.webhook.cacheTTL`,
+//! `authorization.webhook.cacheAuthorizedTTL` / `cacheUnauthorizedTTL`) are accepted and
+//! checked but have no effect: Skiff does not cache review answers.
+//!
 //! Also home of the parsers of the matching flag formats: Go durations
 //! ([`parse_duration`]), `key=value` maps ([`parse_map_string_string`]), eviction
-//! thresholds `signal<quantity` ([`parse_eviction_thresholds`]) and manifest URL headers
-//! ([`parse_url_headers`]).
+//! thresholds `signal<quantity` ([`parse_eviction_thresholds`]), manifest URL headers
+//! ([`parse_url_headers`]), `--register-with-taints` ([`parse_register_with_taints`]),
+//! `--node-labels` ([`parse_node_labels`], checked by [`validate_node_labels`]),
+//! `--cluster-dns` ([`parse_cluster_dns`]) and `--authorization-mode`
+//! ([`parse_authorization_mode`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,8 +32,10 @@ use anyhow::Context;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Deserializer};
 
-use crate::KubeletConfig;
-use skiff_api::quantity;
+use crate::{AuthorizationMode, KubeletConfig};
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use skiff_api::{names, quantity};
 
 /// The `apiVersion` a file must have.
 pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
@@ -35,10 +47,6 @@ pub const KIND: &str = "KubeletConfiguration";
 /// at info level.
 pub const IGNORED_FIELDS: &[&str] = &[
     "allowedUnsafeSysctls",
-    "authentication",
-    "authorization",
-    "clusterDNS",
-    "clusterDomain",
     "configMapAndSecretChangeDetectionStrategy",
     "contentType",
     "cpuCFSQuota",
@@ -73,8 +81,6 @@ pub const IGNORED_FIELDS: &[&str] = &[
     "iptablesDropBit",
     "iptablesMasqueradeBit",
     "kernelMemcgNotification",
-    "kubeAPIBurst",
-    "kubeAPIQPS",
     "kubeReservedCgroup",
     "kubeletCgroups",
     "localStorageCapacityIsolation",
@@ -82,25 +88,17 @@ pub const IGNORED_FIELDS: &[&str] = &[
     "makeIPTablesUtilChains",
     "maxOpenFiles",
     "maxParallelImagePulls",
-    "maxPods",
     "memoryManagerPolicy",
     "memorySwap",
     "memoryThrottlingFactor",
     "mergeDefaultEvictionSettings",
-    "nodeLeaseDurationSeconds",
     "nodeStatusMaxImages",
-    "nodeStatusReportFrequency",
-    "nodeStatusUpdateFrequency",
     "oomScoreAdj",
     "podCIDR",
-    "podPidsLimit",
     "podsPerCore",
     "preloadedImagesVerificationAllowlist",
     "protectKernelDefaults",
-    "providerID",
     "qosReserved",
-    "registerNode",
-    "registerWithTaints",
     "registryBurst",
     "registryPullQPS",
     "reservedMemory",
@@ -180,8 +178,11 @@ pub fn load(path: &Path) -> anyhow::Result<KubeletConfigFile> {
 }
 
 /// Parses a `KubeletConfiguration` document (YAML or JSON) onto the v1beta1 defaults:
-/// [`KubeletConfig::default`] except `readOnlyPort`, which v1beta1 defaults to 0
-/// (disabled). As upstream's defaulting, a zero duration or `port: 0` means the default.
+/// [`KubeletConfig::default`] except `readOnlyPort` (0, disabled) and the main port's
+/// authentication and authorization (anonymous off, token webhook on, `Webhook` mode).
+/// As upstream's defaulting, a zero duration, `port: 0`, `kubeAPIBurst: 0`, `maxPods: 0`
+/// or `nodeLeaseDurationSeconds: 0` means the default (but `kubeAPIQPS: 0` is 0), and
+/// `nodeStatusReportFrequency` defaults to an explicit `nodeStatusUpdateFrequency`.
 /// Maps (`evictionHard`, `systemReserved`, ...) replace their defaults
 /// entirely, as upstream.
 ///
@@ -282,6 +283,93 @@ struct FileFields {
     container_log_max_workers: Option<i32>,
     #[serde(default, deserialize_with = "duration")]
     container_log_monitor_interval: Option<Duration>,
+    pod_pids_limit: Option<i64>,
+    register_node: Option<bool>,
+    register_with_taints: Option<Vec<TaintFields>>,
+    #[serde(default, deserialize_with = "duration")]
+    node_status_update_frequency: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    node_status_report_frequency: Option<Duration>,
+    node_lease_duration_seconds: Option<i32>,
+    #[serde(rename = "kubeAPIQPS")]
+    kube_api_qps: Option<i32>,
+    #[serde(rename = "kubeAPIBurst")]
+    kube_api_burst: Option<i32>,
+    max_pods: Option<i32>,
+    #[serde(rename = "clusterDNS")]
+    cluster_dns: Option<Vec<String>>,
+    cluster_domain: Option<String>,
+    authentication: Option<AuthenticationFields>,
+    authorization: Option<AuthorizationFields>,
+    #[serde(rename = "providerID")]
+    provider_id: Option<String>,
+}
+
+/// A `registerWithTaints` item (a core/v1 Taint). `key` and `effect` may be missing, as
+/// upstream decodes them; [`validate`] checks them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TaintFields {
+    #[serde(default)]
+    key: String,
+    value: Option<String>,
+    #[serde(default)]
+    effect: String,
+    time_added: Option<Time>,
+}
+
+/// `authentication` (upstream `KubeletAuthentication`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthenticationFields {
+    x509: Option<X509Fields>,
+    webhook: Option<AuthenticationWebhookFields>,
+    anonymous: Option<AnonymousFields>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct X509Fields {
+    #[serde(rename = "clientCAFile")]
+    client_ca_file: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthenticationWebhookFields {
+    enabled: Option<bool>,
+    /// Accepted and checked, without effect: Skiff does not cache TokenReview answers.
+    #[serde(rename = "cacheTTL", default, deserialize_with = "duration")]
+    _cache_ttl: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnonymousFields {
+    enabled: Option<bool>,
+}
+
+/// `authorization` (upstream `KubeletAuthorization`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthorizationFields {
+    mode: Option<String>,
+    #[serde(rename = "webhook")]
+    _webhook: Option<AuthorizationWebhookFields>,
+}
+
+/// Accepted and checked, without effect: Skiff does not cache SubjectAccessReview answers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthorizationWebhookFields {
+    #[serde(rename = "cacheAuthorizedTTL", default, deserialize_with = "duration")]
+    _cache_authorized_ttl: Option<Duration>,
+    #[serde(
+        rename = "cacheUnauthorizedTTL",
+        default,
+        deserialize_with = "duration"
+    )]
+    _cache_unauthorized_ttl: Option<Duration>,
 }
 
 impl FileFields {
@@ -365,8 +453,65 @@ impl FileFields {
             &mut c.container_log.monitor_interval,
             self.container_log_monitor_interval,
         );
+        // v1beta1: nil or negative means -1 (the node allocatable pid limit).
+        c.pod_pids_limit = self.pod_pids_limit.filter(|l| *l >= 0).unwrap_or(-1);
+        set(&mut c.register_node, self.register_node);
+        if let Some(taints) = self.register_with_taints {
+            c.register_with_taints = taints.into_iter().map(TaintFields::into_taint).collect();
+        }
+        // As upstream's defaulting: an explicit update frequency without a report frequency
+        // makes the report frequency the same (backward compatibility).
+        let update_frequency = self.node_status_update_frequency.filter(|d| !d.is_zero());
+        set(&mut c.node_status_update_frequency, update_frequency);
+        c.node_status_report_frequency = self
+            .node_status_report_frequency
+            .filter(|d| !d.is_zero())
+            .or(update_frequency)
+            .unwrap_or(c.node_status_report_frequency);
+        set(
+            &mut c.node_lease_duration_seconds,
+            self.node_lease_duration_seconds.filter(|s| *s != 0),
+        );
+        // `kubeAPIQPS` is a pointer upstream: an explicit 0 stays 0; `kubeAPIBurst` and
+        // `maxPods` are not: 0 means the default.
+        set(&mut c.kube_api_qps, self.kube_api_qps);
+        set(
+            &mut c.kube_api_burst,
+            self.kube_api_burst.filter(|b| *b != 0),
+        );
+        set(&mut c.max_pods, self.max_pods.filter(|m| *m != 0));
+        if let Some(servers) = self.cluster_dns {
+            c.cluster_dns = parse_cluster_dns(&servers);
+        }
+        set(&mut c.cluster_domain, self.cluster_domain);
+        if let Some(id) = self.provider_id {
+            c.provider_id = (!id.is_empty()).then_some(id);
+        }
+        // The v1beta1 defaults differ from the flag defaults (KubeletConfig::default):
+        // anonymous requests refused, bearer tokens reviewed, Webhook authorization.
+        let authn = self.authentication.unwrap_or_default();
+        c.client_ca_file = authn.x509.and_then(|x| x.client_ca_file).and_then(path);
+        c.anonymous_auth = authn.anonymous.and_then(|a| a.enabled).unwrap_or(false);
+        c.authentication_token_webhook = authn.webhook.and_then(|w| w.enabled).unwrap_or(true);
+        c.authorization_mode = match self.authorization.and_then(|a| a.mode) {
+            Some(mode) if !mode.is_empty() => {
+                parse_authorization_mode(&mode).map_err(|e| format!("authorization.mode: {e}"))?
+            }
+            _ => AuthorizationMode::Webhook,
+        };
         let endpoint = self.container_runtime_endpoint.filter(|e| !e.is_empty());
         Ok((c, endpoint))
+    }
+}
+
+impl TaintFields {
+    fn into_taint(self) -> Taint {
+        Taint {
+            key: self.key,
+            value: self.value,
+            effect: self.effect,
+            time_added: self.time_added,
+        }
     }
 }
 
@@ -508,6 +653,275 @@ pub fn parse_url_headers(values: &[String]) -> Result<BTreeMap<String, Vec<Strin
     Ok(headers)
 }
 
+/// Parses `authorization.mode` / `--authorization-mode`: `AlwaysAllow` or `Webhook`
+/// (upstream `BuildAuthz`). Errors: empty ("no authorization mode specified") or any
+/// other value ("unknown authorization mode X").
+pub fn parse_authorization_mode(mode: &str) -> anyhow::Result<AuthorizationMode> {
+    match mode {
+        "AlwaysAllow" => Ok(AuthorizationMode::AlwaysAllow),
+        "Webhook" => Ok(AuthorizationMode::Webhook),
+        "" => anyhow::bail!("no authorization mode specified"),
+        other => anyhow::bail!("unknown authorization mode {other}"),
+    }
+}
+
+/// The DNS servers of `clusterDNS` / `--cluster-dns` (comma-separated on the command
+/// line). As upstream's `NewMainKubelet`, an entry that is not an IP address (Go's
+/// sloppy parser: IPv4 octets may have leading zeros) is logged and skipped, not an
+/// error; entries are not trimmed.
+pub fn parse_cluster_dns(entries: &[String]) -> Vec<std::net::IpAddr> {
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let ip = parse_ip_sloppy(entry);
+            if ip.is_none() {
+                tracing::warn!(ip = %entry, "Invalid clusterDNS IP; skipping it");
+            }
+            ip
+        })
+        .collect()
+}
+
+/// An IP address as Go's `netutils.ParseIPSloppy`: the standard forms, plus dotted IPv4
+/// with leading zeros (`010.0.0.1` is 10.0.0.1, decimal).
+fn parse_ip_sloppy(text: &str) -> Option<std::net::IpAddr> {
+    if let Ok(ip) = text.parse() {
+        return Some(ip);
+    }
+    let octets: Vec<u8> = text
+        .split('.')
+        .map(|part| {
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            part.parse::<u16>().ok().and_then(|v| u8::try_from(v).ok())
+        })
+        .collect::<Option<_>>()?;
+    let octets: [u8; 4] = octets.try_into().ok()?;
+    Some(std::net::IpAddr::from(octets))
+}
+
+/// The taints of `--register-with-taints` / `registerWithTaints`, as
+/// [`parse_register_with_taints`] returns them (a named type, so that flag parsers can
+/// hold one value of it).
+pub type RegisterWithTaints = Vec<Taint>;
+
+/// Parses `--register-with-taints`: comma-separated `key=value:Effect` or `key:Effect`
+/// (upstream `RegisterWithTaintsVar`, which uses `taints.ParseTaints`). An empty string is
+/// no taints. Effects are `NoSchedule`, `PreferNoSchedule` and `NoExecute`; keys are
+/// qualified names and values label values. As upstream, an entry ending in `-` (a
+/// removal, in kubectl's syntax) is checked and then dropped.
+///
+/// Errors (upstream's text): `invalid taint effect: X, unsupported taint effect`,
+/// `invalid taint spec: S[, reasons]` (no effect, several `=` or `:`, a bad key or value),
+/// `duplicated taints with the same key and effect: {key value Effect <nil>}`.
+pub fn parse_register_with_taints(s: &str) -> anyhow::Result<RegisterWithTaints> {
+    if s.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut taints: Vec<Taint> = Vec::new();
+    for spec in s.split(',') {
+        if let Some(removed) = spec.strip_suffix('-') {
+            parse_taint(removed)?;
+            continue;
+        }
+        let taint = parse_taint(spec)?;
+        if taint.effect.is_empty() {
+            anyhow::bail!("invalid taint spec: {spec}");
+        }
+        if taints
+            .iter()
+            .any(|t| t.key == taint.key && t.effect == taint.effect)
+        {
+            anyhow::bail!(
+                "duplicated taints with the same key and effect: {{{} {} {} <nil>}}",
+                taint.key,
+                taint.value.as_deref().unwrap_or(""),
+                taint.effect
+            );
+        }
+        taints.push(taint);
+    }
+    Ok(taints)
+}
+
+/// One taint of `key=value:Effect`, `key:Effect` or `key` (upstream `parseTaint`).
+fn parse_taint(spec: &str) -> anyhow::Result<Taint> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let (key, value, effect) = match parts.as_slice() {
+        [key] => (*key, None, ""),
+        [key_value, effect] => {
+            validate_taint_effect(effect)?;
+            let kv: Vec<&str> = key_value.split('=').collect();
+            match kv.as_slice() {
+                [key] => (*key, None, *effect),
+                [key, value] => {
+                    let errs = names::is_valid_label_value(value);
+                    if !errs.is_empty() {
+                        anyhow::bail!("invalid taint spec: {spec}, {}", errs.join("; "));
+                    }
+                    (*key, Some(*value), *effect)
+                }
+                _ => anyhow::bail!("invalid taint spec: {spec}"),
+            }
+        }
+        _ => anyhow::bail!("invalid taint spec: {spec}"),
+    };
+    let errs = names::is_qualified_name(key);
+    if !errs.is_empty() {
+        anyhow::bail!("invalid taint spec: {spec}, {}", errs.join("; "));
+    }
+    Ok(Taint {
+        key: key.to_owned(),
+        value: value.map(str::to_owned),
+        effect: effect.to_owned(),
+        time_added: None,
+    })
+}
+
+/// The taint effects a node may carry.
+const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+fn validate_taint_effect(effect: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        TAINT_EFFECTS.contains(&effect),
+        "invalid taint effect: {effect}, unsupported taint effect"
+    );
+    Ok(())
+}
+
+/// Why a taint of `registerWithTaints` is invalid (upstream `CheckTaintValidation`): the
+/// key is not a qualified name, the value not a label value, or the effect is unknown.
+fn check_taint(taint: &Taint) -> Option<String> {
+    let errs = names::is_qualified_name(&taint.key);
+    if !errs.is_empty() {
+        return Some(format!("invalid taint key: {}", errs.join("; ")));
+    }
+    if let Some(value) = taint.value.as_deref().filter(|v| !v.is_empty()) {
+        let errs = names::is_valid_label_value(value);
+        if !errs.is_empty() {
+            return Some(format!("invalid taint value: {}", errs.join("; ")));
+        }
+    }
+    if !taint.effect.is_empty() {
+        return validate_taint_effect(&taint.effect)
+            .err()
+            .map(|e| e.to_string());
+    }
+    None
+}
+
+/// Parses `--node-labels` values: `key=value` pairs separated by commas, keys and values
+/// trimmed, a pair without `=` has an empty value; repeated flags accumulate and a later
+/// key wins (upstream `cliflag.ConfigurationMap`). Never fails: the labels are checked by
+/// [`validate_node_labels`].
+pub fn parse_node_labels(values: &[String]) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    for pair in values
+        .iter()
+        .flat_map(|value| value.split(','))
+        .filter(|p| !p.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        labels.insert(key.trim().to_owned(), value.trim().to_owned());
+    }
+    labels
+}
+
+/// Label keys in the `kubernetes.io` / `k8s.io` namespaces a kubelet may set on its own
+/// Node (upstream `k8s.io/kubelet/pkg/apis.KubeletLabels()`, sorted).
+pub const KUBELET_LABELS: &[&str] = &[
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type",
+    "beta.kubernetes.io/os",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "kubernetes.io/arch",
+    "kubernetes.io/hostname",
+    "kubernetes.io/os",
+    "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+];
+
+/// Label namespaces (and their subdomains) a kubelet may use on its own Node (upstream
+/// `KubeletLabelNamespaces()`).
+pub const KUBELET_LABEL_NAMESPACES: &[&str] = &["kubelet.kubernetes.io", "node.kubernetes.io"];
+
+/// The namespace (prefix before the first `/`) of a label key; empty without one.
+fn label_namespace(key: &str) -> &str {
+    key.split_once('/').map_or("", |(namespace, _)| namespace)
+}
+
+fn in_namespace(namespace: &str, domain: &str) -> bool {
+    namespace == domain
+        || namespace
+            .strip_suffix(domain)
+            .is_some_and(|rest| rest.ends_with('.'))
+}
+
+/// Whether a kubelet may set this label on its own Node (upstream
+/// `kubeletapis.IsKubeletLabel`): one of [`KUBELET_LABELS`] or in one of
+/// [`KUBELET_LABEL_NAMESPACES`] or their subdomains.
+pub fn is_kubelet_label(key: &str) -> bool {
+    KUBELET_LABELS.contains(&key)
+        || KUBELET_LABEL_NAMESPACES
+            .iter()
+            .any(|allowed| in_namespace(label_namespace(key), allowed))
+}
+
+/// Whether a label key is in the `kubernetes.io` or `k8s.io` namespace or a subdomain of
+/// them (upstream `isKubernetesLabel` of `cmd/kubelet/app/options`).
+fn is_kubernetes_label(key: &str) -> bool {
+    let namespace = label_namespace(key);
+    in_namespace(namespace, "kubernetes.io") || in_namespace(namespace, "k8s.io")
+}
+
+/// Checks `--node-labels` as upstream's `ValidateKubeletFlags`: labels in the
+/// `kubernetes.io` / `k8s.io` namespaces must be [kubelet labels](is_kubelet_label) (the
+/// NodeRestriction admission plugin would refuse the others), then every key must be a
+/// qualified name and every value a label value.
+///
+/// Errors, upstream's text: `unknown 'kubernetes.io' or 'k8s.io' labels specified with
+/// --node-labels: [a b]` followed by the allowed prefixes and labels, or `invalid node
+/// labels: 'key' - reasons; ...` (a bad value is named by the value, as upstream).
+pub fn validate_node_labels(labels: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    let unknown: Vec<&str> = labels
+        .keys()
+        .filter(|k| is_kubernetes_label(k) && !is_kubelet_label(k))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        anyhow::bail!(
+            "unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [{}]\n\
+             --node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix \
+             ({}) or be in the specifically allowed set ({})",
+            unknown.join(" "),
+            KUBELET_LABEL_NAMESPACES.join(", "),
+            KUBELET_LABELS.join(", ")
+        );
+    }
+    let mut invalid: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (key, value) in labels {
+        let errs = names::is_qualified_name(key);
+        if !errs.is_empty() {
+            invalid.entry(key).or_default().extend(errs);
+        }
+        let errs = names::is_valid_label_value(value);
+        if !errs.is_empty() {
+            invalid.entry(value).or_default().extend(errs);
+        }
+    }
+    if !invalid.is_empty() {
+        let described: Vec<String> = invalid
+            .iter()
+            .map(|(what, errs)| format!("'{what}' - {}", errs.join(", ")))
+            .collect();
+        anyhow::bail!("invalid node labels: {}", described.join("; "));
+    }
+    Ok(())
+}
+
 /// Checks a resolved configuration (file and flags), as upstream's
 /// `ValidateKubeletConfiguration` plus Skiff's limits. The error lists every problem as
 /// `field: message` (upstream field names), joined by `; `.
@@ -517,6 +931,8 @@ pub fn validate(c: &KubeletConfig) -> Result<(), String> {
         ("syncFrequency", c.sync_frequency),
         ("fileCheckFrequency", c.file_check_frequency),
         ("httpCheckFrequency", c.http_check_frequency),
+        ("nodeStatusUpdateFrequency", c.node_status_update_frequency),
+        ("nodeStatusReportFrequency", c.node_status_report_frequency),
     ] {
         if value.is_zero() {
             errors.push(format!("{field}: must be greater than zero"));
@@ -560,6 +976,34 @@ pub fn validate(c: &KubeletConfig) -> Result<(), String> {
             "containerLogMonitorInterval: must be a positive time duration greater than or equal to 3s"
                 .to_owned(),
         );
+    }
+    // Upstream's checks of the cluster settings.
+    if c.node_lease_duration_seconds <= 0 {
+        errors.push("nodeLeaseDurationSeconds: must be greater than 0".to_owned());
+    }
+    for (field, value) in [
+        ("kubeAPIBurst (--kube-api-burst)", c.kube_api_burst),
+        ("kubeAPIQPS (--kube-api-qps)", c.kube_api_qps),
+        ("maxPods (--max-pods)", c.max_pods),
+    ] {
+        if value < 0 {
+            errors.push(format!("{field}: {value} must not be a negative number"));
+        }
+    }
+    for (i, taint) in c.register_with_taints.iter().enumerate() {
+        if let Some(why) = check_taint(taint) {
+            errors.push(format!(
+                "registerWithTaints[{i}]: invalid taint {}={}:{}: {why}",
+                taint.key,
+                taint.value.as_deref().unwrap_or(""),
+                taint.effect
+            ));
+        }
+        if taint.time_added.is_some() {
+            errors.push(format!(
+                "registerWithTaints[{i}]: taint.TimeAdded is not nil"
+            ));
+        }
     }
     if c.max_per_pod_container < 0 {
         errors.push("maximumDeadContainersPerContainer: must not be negative".to_owned());
@@ -657,6 +1101,339 @@ mod tests {
         assert!(file.container_runtime_endpoint.is_none());
         assert!(file.ignored_fields.is_empty());
         assert!(validate(&file.config).is_ok());
+        // The v1beta1 defaults of the cluster settings; the main port's authentication
+        // and authorization differ from the flag defaults.
+        let c = &file.config;
+        assert!(c.register_node);
+        assert!(c.register_with_taints.is_empty());
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
+        assert_eq!(c.node_lease_duration_seconds, 40);
+        assert_eq!((c.kube_api_qps, c.kube_api_burst), (50, 100));
+        assert_eq!(c.max_pods, 110);
+        assert_eq!(c.pod_pids_limit, -1);
+        assert!(c.cluster_dns.is_empty() && c.cluster_domain.is_empty());
+        assert_eq!(c.provider_id, None);
+        assert_eq!(c.client_ca_file, None);
+        assert!(!c.anonymous_auth, "v1beta1: anonymous requests are refused");
+        assert!(
+            c.authentication_token_webhook,
+            "v1beta1: tokens are reviewed"
+        );
+        assert_eq!(c.authorization_mode, AuthorizationMode::Webhook);
+        assert!(defaults.anonymous_auth && !defaults.authentication_token_webhook);
+        assert_eq!(defaults.authorization_mode, AuthorizationMode::AlwaysAllow);
+    }
+
+    #[test]
+    fn cluster_fields_map_onto_kubelet_config() {
+        let file = parse_ok(
+            r#"registerNode: false
+registerWithTaints:
+- {key: dedicated, value: infra, effect: NoSchedule}
+- {key: example.com/gpu, effect: NoExecute}
+nodeStatusUpdateFrequency: 4s
+nodeStatusReportFrequency: 1m
+nodeLeaseDurationSeconds: 20
+kubeAPIQPS: 0
+kubeAPIBurst: 30
+maxPods: 16
+clusterDNS: [10.96.0.10, "fd00::a", not-an-ip, 010.0.0.1]
+clusterDomain: example.local
+providerID: kind://docker/kind/node
+podPidsLimit: 4096
+authentication:
+  x509: {clientCAFile: /pki/ca.crt}
+  webhook: {enabled: false, cacheTTL: 10s}
+  anonymous: {enabled: true}
+authorization:
+  mode: AlwaysAllow
+  webhook: {cacheAuthorizedTTL: 1m, cacheUnauthorizedTTL: 5s}
+"#,
+        );
+        let c = &file.config;
+        assert!(file.ignored_fields.is_empty(), "{:?}", file.ignored_fields);
+        assert!(!c.register_node);
+        assert_eq!(c.register_with_taints.len(), 2);
+        assert_eq!(c.register_with_taints[0].key, "dedicated");
+        assert_eq!(c.register_with_taints[0].value.as_deref(), Some("infra"));
+        assert_eq!(c.register_with_taints[1].effect, "NoExecute");
+        assert_eq!(c.register_with_taints[1].value, None);
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(4));
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(60));
+        assert_eq!(c.node_lease_duration_seconds, 20);
+        assert_eq!(c.kube_api_qps, 0, "an explicit kubeAPIQPS 0 is kept");
+        assert_eq!(c.kube_api_burst, 30);
+        assert_eq!(c.max_pods, 16);
+        let dns: Vec<String> = c.cluster_dns.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            dns,
+            ["10.96.0.10", "fd00::a", "10.0.0.1"],
+            "invalid entries are skipped, leading zeros accepted"
+        );
+        assert_eq!(c.cluster_domain, "example.local");
+        assert_eq!(c.provider_id.as_deref(), Some("kind://docker/kind/node"));
+        assert_eq!(c.pod_pids_limit, 4096);
+        assert_eq!(c.client_ca_file.as_deref(), Some(Path::new("/pki/ca.crt")));
+        assert!(c.anonymous_auth);
+        assert!(!c.authentication_token_webhook);
+        assert_eq!(c.authorization_mode, AuthorizationMode::AlwaysAllow);
+        assert!(validate(c).is_ok(), "{:?}", validate(c));
+    }
+
+    /// Upstream's defaulting: zero means the default, except for the pointer
+    /// `kubeAPIQPS`; the report frequency follows an explicit update frequency.
+    #[test]
+    fn cluster_field_defaults_follow_upstream() {
+        let c = parse_ok("nodeStatusUpdateFrequency: 20s\n").config;
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(20));
+        assert_eq!(
+            c.node_status_report_frequency,
+            Duration::from_secs(20),
+            "defaults to the explicit update frequency"
+        );
+        let c = parse_ok("nodeStatusReportFrequency: 1m\n").config;
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(60));
+        let c = parse_ok(
+            "kubeAPIBurst: 0\nmaxPods: 0\nnodeLeaseDurationSeconds: 0\npodPidsLimit: -7\n\
+             authorization: {mode: \"\"}\nauthentication: {webhook: {cacheTTL: 0s}}\n",
+        )
+        .config;
+        assert_eq!(
+            (c.kube_api_burst, c.max_pods, c.node_lease_duration_seconds),
+            (100, 110, 40)
+        );
+        assert_eq!(c.pod_pids_limit, -1, "a negative podPidsLimit means -1");
+        assert_eq!(c.authorization_mode, AuthorizationMode::Webhook);
+        assert!(c.authentication_token_webhook);
+    }
+
+    #[test]
+    fn bad_cluster_fields_are_refused() {
+        let e = parse_err("authorization: {mode: RBAC}\n");
+        assert!(
+            e.contains("authorization.mode: unknown authorization mode RBAC"),
+            "{e}"
+        );
+        let e = parse_err("authentication: {x509: {clientCAfile: /ca}}\n");
+        assert!(
+            e.starts_with("authentication:") && e.contains("clientCAfile"),
+            "{e}"
+        );
+        let e = parse_err("authentication: {webhook: {cacheTTL: 2 minutes}}\n");
+        assert!(e.contains("invalid duration"), "{e}");
+        let e = parse_err("registerWithTaints: [{key: a, effect: NoSchedule, colour: red}]\n");
+        assert!(e.starts_with("registerWithTaints:"), "{e}");
+        let e = parse_err("maxPods: many\n");
+        assert!(e.starts_with("maxPods:"), "{e}");
+        let e = parse_err("clusterDNS: 10.96.0.10\n");
+        assert!(e.starts_with("clusterDNS:"), "a list is required: {e}");
+    }
+
+    /// Upstream's `ValidateKubeletConfiguration` rules for the cluster settings.
+    #[test]
+    fn cluster_settings_are_validated() {
+        let file = parse_ok(
+            r#"nodeLeaseDurationSeconds: -1
+kubeAPIQPS: -1
+kubeAPIBurst: -2
+maxPods: -3
+registerWithTaints:
+- {key: "bad key", effect: NoSchedule}
+- {key: ok, value: "-bad", effect: NoSchedule}
+- {key: ok, effect: Sometimes}
+- {key: fine, effect: NoSchedule, timeAdded: "2024-01-01T00:00:00Z"}
+- {key: no-effect}
+"#,
+        );
+        let e = validate(&file.config).err().unwrap_or_default();
+        for needle in [
+            "nodeLeaseDurationSeconds: must be greater than 0",
+            "kubeAPIQPS (--kube-api-qps): -1 must not be a negative number",
+            "kubeAPIBurst (--kube-api-burst): -2 must not be a negative number",
+            "maxPods (--max-pods): -3 must not be a negative number",
+            "registerWithTaints[0]: invalid taint bad key=:NoSchedule: invalid taint key",
+            "registerWithTaints[1]: invalid taint ok=-bad:NoSchedule: invalid taint value",
+            "registerWithTaints[2]: invalid taint ok=:Sometimes: invalid taint effect: Sometimes",
+            "registerWithTaints[3]: taint.TimeAdded is not nil",
+        ] {
+            assert!(e.contains(needle), "missing {needle:?} in {e}");
+        }
+        assert!(
+            !e.contains("registerWithTaints[4]"),
+            "an empty effect is valid: {e}"
+        );
+        let c = KubeletConfig {
+            node_status_update_frequency: Duration::ZERO,
+            ..KubeletConfig::default()
+        };
+        let e = validate(&c).err().unwrap_or_default();
+        assert!(
+            e.contains("nodeStatusUpdateFrequency: must be greater than zero"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn register_with_taints_flag() {
+        let taints = parse_register_with_taints(
+            "dedicated=infra:NoSchedule,example.com/gpu:NoExecute,soft=x:PreferNoSchedule",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let spelled: Vec<String> = taints
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}={}:{}",
+                    t.key,
+                    t.value.as_deref().unwrap_or(""),
+                    t.effect
+                )
+            })
+            .collect();
+        assert_eq!(
+            spelled,
+            [
+                "dedicated=infra:NoSchedule",
+                "example.com/gpu=:NoExecute",
+                "soft=x:PreferNoSchedule"
+            ]
+        );
+        assert_eq!(taints[1].value, None);
+        assert!(parse_register_with_taints("").is_ok_and(|t| t.is_empty()));
+        // A removal (kubectl's `key-`) is checked, then dropped, as upstream.
+        let taints = parse_register_with_taints("a:NoSchedule,b:NoSchedule-")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(taints.len(), 1);
+        let err = |s: &str| match parse_register_with_taints(s) {
+            Ok(t) => panic!("{s:?} gave {t:?}"),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(err("key"), "invalid taint spec: key");
+        assert_eq!(
+            err("key=v:Sometimes"),
+            "invalid taint effect: Sometimes, unsupported taint effect"
+        );
+        assert_eq!(
+            err("a=b=c:NoSchedule"),
+            "invalid taint spec: a=b=c:NoSchedule"
+        );
+        assert_eq!(err("a:b:NoSchedule"), "invalid taint spec: a:b:NoSchedule");
+        assert!(
+            err("a=-x:NoSchedule")
+                .starts_with("invalid taint spec: a=-x:NoSchedule, a valid label must"),
+            "{}",
+            err("a=-x:NoSchedule")
+        );
+        assert!(
+            err("bad key:NoSchedule")
+                .starts_with("invalid taint spec: bad key:NoSchedule, name part")
+        );
+        assert!(err("a:NoSchedule,").starts_with("invalid taint spec: , "));
+        assert!(err("bad key-").starts_with("invalid taint spec: bad key, "));
+        assert_eq!(
+            err("k=1:NoSchedule,k=2:NoSchedule"),
+            "duplicated taints with the same key and effect: {k 2 NoSchedule <nil>}"
+        );
+        assert!(parse_register_with_taints("k=1:NoSchedule,k=2:NoExecute").is_ok());
+    }
+
+    #[test]
+    fn node_labels_flag() {
+        let labels = parse_node_labels(&[
+            "a=1, b = 2 ,flag".to_owned(),
+            "a=3,,node.kubernetes.io/pool=x".to_owned(),
+        ]);
+        let pairs: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("a", "3"),
+                ("b", "2"),
+                ("flag", ""),
+                ("node.kubernetes.io/pool", "x")
+            ]
+        );
+        assert!(validate_node_labels(&labels).is_ok());
+        for allowed in [
+            "kubernetes.io/hostname",
+            "topology.kubernetes.io/zone",
+            "kubelet.kubernetes.io/x",
+            "a.node.kubernetes.io/x",
+            "beta.kubernetes.io/instance-type",
+            "example.com/role",
+            "kubernetes.io",
+        ] {
+            let labels = BTreeMap::from([(allowed.to_owned(), "v".to_owned())]);
+            assert!(validate_node_labels(&labels).is_ok(), "{allowed}");
+        }
+        assert!(!is_kubelet_label("node-role.kubernetes.io/worker"));
+        assert!(!is_kubelet_label("xnode.kubernetes.io/a"));
+        assert!(is_kubelet_label("sub.kubelet.kubernetes.io/a"));
+        let labels = BTreeMap::from([
+            ("node-role.kubernetes.io/worker".to_owned(), String::new()),
+            ("app.k8s.io/name".to_owned(), "x".to_owned()),
+            ("example.com/ok".to_owned(), "x".to_owned()),
+        ]);
+        let e = validate_node_labels(&labels)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.starts_with(
+                "unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: \
+                 [app.k8s.io/name node-role.kubernetes.io/worker]\n--node-labels in the \
+                 'kubernetes.io' namespace must begin with an allowed prefix \
+                 (kubelet.kubernetes.io, node.kubernetes.io) or be in the specifically allowed \
+                 set (beta.kubernetes.io/arch, "
+            ),
+            "{e}"
+        );
+        let labels = BTreeMap::from([
+            ("bad key".to_owned(), "ok".to_owned()),
+            ("good".to_owned(), "-bad".to_owned()),
+        ]);
+        let e = validate_node_labels(&labels)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.starts_with("invalid node labels: '-bad' - a valid label must"),
+            "{e}"
+        );
+        assert!(e.contains("; 'bad key' - name part must consist of"), "{e}");
+    }
+
+    #[test]
+    fn authorization_modes_and_cluster_dns() {
+        assert_eq!(
+            parse_authorization_mode("AlwaysAllow").ok(),
+            Some(AuthorizationMode::AlwaysAllow)
+        );
+        assert_eq!(
+            parse_authorization_mode("Webhook").ok(),
+            Some(AuthorizationMode::Webhook)
+        );
+        let e = |m: &str| parse_authorization_mode(m).err().map(|e| e.to_string());
+        assert_eq!(e("").as_deref(), Some("no authorization mode specified"));
+        assert_eq!(
+            e("webhook").as_deref(),
+            Some("unknown authorization mode webhook")
+        );
+        let dns = parse_cluster_dns(&[
+            "10.0.0.10".into(),
+            " 10.0.0.11".into(),
+            "1.2.3".into(),
+            "256.1.1.1".into(),
+            "::1".into(),
+            "001.002.003.004".into(),
+        ]);
+        let dns: Vec<String> = dns.iter().map(ToString::to_string).collect();
+        assert_eq!(dns, ["10.0.0.10", "::1", "1.2.3.4"]);
     }
 
     #[test]
@@ -821,9 +1598,23 @@ syncFrequency: 0s
 volumeStatsAggPeriod: 0s
 "#,
         );
-        assert!(file.ignored_fields.contains(&"authentication".to_owned()));
+        assert!(!file.ignored_fields.contains(&"authentication".to_owned()));
+        assert!(!file.ignored_fields.contains(&"clusterDNS".to_owned()));
         assert!(file.ignored_fields.contains(&"resolvConf".to_owned()));
         assert!(file.container_runtime_endpoint.is_none());
+        let c = &file.config;
+        assert!(!c.anonymous_auth);
+        assert!(c.authentication_token_webhook);
+        assert_eq!(c.authorization_mode, AuthorizationMode::Webhook);
+        assert_eq!(
+            c.client_ca_file.as_deref(),
+            Some(Path::new("/etc/kubernetes/pki/ca.crt"))
+        );
+        assert_eq!(c.cluster_dns, vec![std::net::IpAddr::from([10, 96, 0, 10])]);
+        assert_eq!(c.cluster_domain, "cluster.local");
+        // `0s` for both frequencies: the defaults, 10 s and 5 min.
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
         // kubeadm writes 0s for "use the default"; upstream's defaulting turns zero into
         // the default before validation, so validation rejects it here only if kept.
         assert_eq!(file.config.sync_frequency, Duration::from_secs(60));

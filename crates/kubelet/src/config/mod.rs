@@ -4,6 +4,7 @@
 //! each snapshot into incremental [`PodUpdate`]s (ADD / UPDATE / REMOVE / DELETE /
 //! RECONCILE) for the SyncLoop, and [`run`] does so for all sources of a kubelet.
 
+pub mod apiserver;
 pub mod file;
 pub mod http;
 pub mod kubelet_configuration;

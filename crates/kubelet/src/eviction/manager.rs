@@ -113,9 +113,8 @@ impl EvictionManager {
     }
 
     /// The pressure conditions: set while a threshold of their signals is met and for
-    /// the pressure transition period after. API for the node status (`MemoryPressure`,
-    /// `DiskPressure` conditions), which comes with the API server in a later issue; no
-    /// caller yet.
+    /// the pressure transition period after. Read by the node status setters
+    /// (`MemoryPressure`, `DiskPressure` conditions, [`crate::nodestatus`]).
     pub fn node_conditions(&self) -> NodeConditions {
         let last = self
             .last_observed

@@ -116,12 +116,15 @@ pub fn rank(pods: &mut [Arc<Pod>], signal: Signal, usages: &PodUsages, dedicated
         let (used, request) = match resource {
             "memory" => (
                 usage.memory(),
-                pod_requests(pod).get("memory").copied().unwrap_or(0),
+                pod_requests(pod, &Default::default())
+                    .get("memory")
+                    .copied()
+                    .unwrap_or(0),
             ),
             "inodes" => (usage.disk(measure, true), 0),
             _ => (
                 usage.disk(measure, false),
-                pod_requests(pod)
+                pod_requests(pod, &Default::default())
                     .get("ephemeral-storage")
                     .copied()
                     .unwrap_or(0),

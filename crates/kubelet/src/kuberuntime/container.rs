@@ -20,9 +20,11 @@ use super::lifecycle::{HookTarget, format_pod_object, run_handler};
 use super::pod_status::PodStatus;
 use super::sync_result::{
     CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
+    ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME,
     POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR, SyncError,
 };
 use super::termination_message::termination_message_mount;
+use crate::events::{self, EventType};
 use crate::volume::mounts::make_mounts;
 
 /// Inputs of a container config that come from the sandbox and node.
@@ -214,8 +216,25 @@ impl KubeGenericRuntimeManager {
         container: &Container,
         status: &PodStatus,
     ) -> Result<(), (SyncError, Duration)> {
-        let mut backoff = self.lock_crash_backoff();
-        check_crash_backoff(&mut backoff, pod, container, status, SystemTime::now())
+        let checked = {
+            let mut backoff = self.lock_crash_backoff();
+            check_crash_backoff(&mut backoff, pod, container, status, SystemTime::now())
+        };
+        if checked.is_err() {
+            self.recorder.container_event(
+                pod,
+                &container.name,
+                "",
+                EventType::Warning,
+                events::BACK_OFF_START_CONTAINER,
+                &format!(
+                    "Back-off restarting failed container {} in pod {}",
+                    container.name,
+                    format_pod_object(pod)
+                ),
+            );
+        }
+        checked
     }
 
     /// The CRI mounts of `container`'s volumeMounts, from the volumes the volume manager
@@ -245,8 +264,51 @@ impl KubeGenericRuntimeManager {
     /// Pulls the image if needed, then creates and starts one container in sandbox
     /// `sandbox_id` with its termination message file mounted, and runs its postStart
     /// hook; a failed hook kills the container (`PostStartHookError`). Its restart count
-    /// continues from the newest container of that name.
+    /// continues from the newest container of that name. Records upstream's events:
+    /// the image manager's, `Created`, `Started`, and `Failed` ("Error: ...") when a step
+    /// fails.
     pub(crate) async fn start_container(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        sandbox_id: &str,
+        sandbox_config: &PodSandboxConfig,
+        status: &PodStatus,
+        pod_ips: &[String],
+    ) -> Result<(), SyncError> {
+        let started = self
+            .start_container_steps(pod, container, sandbox_id, sandbox_config, status, pod_ips)
+            .await;
+        if let Err(e) = &started {
+            // Image errors show their reason ("Error: ErrImagePull"), the others their
+            // message; a failed postStart hook has its own event.
+            let detail = match e.reason {
+                ERR_IMAGE_PULL | IMAGE_PULL_BACK_OFF | ERR_IMAGE_NEVER_PULL
+                | INVALID_IMAGE_NAME => Some(e.reason),
+                POST_START_HOOK_ERROR => None,
+                _ => Some(e.message.as_str()),
+            };
+            if let Some(detail) = detail {
+                let reason = if e.reason == RUN_CONTAINER_ERROR {
+                    events::FAILED_TO_START_CONTAINER
+                } else {
+                    events::FAILED_TO_CREATE_CONTAINER
+                };
+                self.recorder.container_event(
+                    pod,
+                    &container.name,
+                    "",
+                    EventType::Warning,
+                    reason,
+                    &format!("Error: {detail}"),
+                );
+            }
+        }
+        started
+    }
+
+    /// The steps of [`Self::start_container`].
+    async fn start_container_steps(
         &self,
         pod: &Pod,
         container: &Container,
@@ -257,7 +319,7 @@ impl KubeGenericRuntimeManager {
     ) -> Result<(), SyncError> {
         let image_ref = self
             .image_manager
-            .ensure_image_exists(&*self.cri, pod, container, sandbox_config)
+            .ensure_image_exists(&*self.cri, &self.recorder, pod, container, sandbox_config)
             .await?;
         // The image's user matters only when runAsNonRoot is set and no runAsUser
         // overrides it: only then is the image asked for it.
@@ -336,12 +398,28 @@ impl KubeGenericRuntimeManager {
             })
             .await
             .map_err(|e| SyncError::new(CREATE_CONTAINER_ERROR, e.message().to_owned()))?;
+        self.recorder.container_event(
+            pod,
+            &container.name,
+            &created.container_id,
+            EventType::Normal,
+            events::CREATED_CONTAINER,
+            &format!("Created container: {}", container.name),
+        );
         self.cri
             .start_container(StartContainerRequest {
                 container_id: created.container_id.clone(),
             })
             .await
             .map_err(|e| SyncError::new(RUN_CONTAINER_ERROR, e.message().to_owned()))?;
+        self.recorder.container_event(
+            pod,
+            &container.name,
+            &created.container_id,
+            EventType::Normal,
+            events::STARTED_CONTAINER,
+            &format!("Started container {}", container.name),
+        );
         info!(
             pod = pod.metadata.name.as_deref().unwrap_or(""),
             container = %container.name,
@@ -407,8 +485,18 @@ impl KubeGenericRuntimeManager {
             return Ok(());
         };
         warn!(pod = %pod_name, container = %container.name, error = %message, "postStart hook failed");
+        // Not the hook's message: it could leak secrets into the API.
+        self.recorder.container_event(
+            pod,
+            &container.name,
+            container_id,
+            EventType::Warning,
+            events::FAILED_POST_START_HOOK,
+            "PostStartHook failed",
+        );
         if let Err(e) = self
             .kill_container(
+                pod,
                 container_id,
                 &container.name,
                 termination_grace_period(pod),

@@ -3,12 +3,11 @@
 //! `ExtractContainerResourceValue`) and `$(VAR)` expansion (upstream
 //! `third_party/forked/golang/expansion`).
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceFieldSelector};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::cm::resources::ResourceAmounts;
 use skiff_api::quantity;
 
 /// The node's allocatable resources: the values of `resourceFieldRef` limits that a
@@ -24,50 +23,17 @@ pub struct NodeAllocatable {
 }
 
 impl NodeAllocatable {
-    /// The machine's capacity (online CPUs, MemTotal, the size of the filesystem holding
-    /// `root_dir`) minus each of `reserved` (`systemReserved`, `kubeReserved` quantities
-    /// by resource name), never below 0. Unknown capacities are 0.
-    pub fn from_machine(root_dir: &Path, reserved: &[&BTreeMap<String, String>]) -> Self {
-        let reserve = |name: &str, milli: bool| -> i64 {
-            reserved
-                .iter()
-                .filter_map(|r| r.get(name))
-                .map(|q| {
-                    let q = Quantity(q.clone());
-                    if milli {
-                        quantity::milli_value(&q)
-                    } else {
-                        quantity::value(&q)
-                    }
-                })
-                .sum()
-        };
-        let ephemeral_storage = nix::sys::statvfs::statvfs(root_dir).map_or(0, |s| {
-            (s.blocks() as i64).saturating_mul(s.fragment_size() as i64)
-        });
+    /// The cpu, memory and ephemeral-storage entries of the node allocatable the container
+    /// manager computes ([`crate::cm::ContainerManager::node_allocatable`], the one source
+    /// the node status reports too); a missing entry is 0.
+    pub fn from_amounts(allocatable: &ResourceAmounts) -> Self {
+        let get = |name: &str| allocatable.get(name).copied().unwrap_or(0);
         Self {
-            cpu_milli: (online_cpus() * 1000 - reserve("cpu", true)).max(0),
-            memory: (crate::cm::machine_memory_capacity() - reserve("memory", false)).max(0),
-            ephemeral_storage: (ephemeral_storage - reserve("ephemeral-storage", false)).max(0),
+            cpu_milli: get("cpu"),
+            memory: get("memory"),
+            ephemeral_storage: get("ephemeral-storage"),
         }
     }
-}
-
-/// Online CPUs from `/sys/devices/system/cpu/online` (`0-3,6`), else the parallelism
-/// the process sees.
-fn online_cpus() -> i64 {
-    let from_sysfs = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|list| {
-            list.trim()
-                .split(',')
-                .map(|range| match range.split_once('-') {
-                    Some((a, b)) => Some(b.parse::<i64>().ok()? - a.parse::<i64>().ok()? + 1),
-                    None => range.parse::<i64>().ok().map(|_| 1),
-                })
-                .sum::<Option<i64>>()
-        });
-    from_sysfs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as i64))
 }
 
 /// Node and pod facts that `fieldRef` / `resourceFieldRef` env vars may reference.
@@ -333,6 +299,7 @@ mod tests {
         ConfigMapEnvSource, EnvFromSource, EnvVarSource, ObjectFieldSelector, PodSpec,
         ResourceRequirements, SecretKeySelector,
     };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[test]
@@ -581,14 +548,20 @@ mod tests {
     }
 
     #[test]
-    fn allocatable_is_capacity_minus_reservations() {
-        let dir = tempfile::tempdir().unwrap();
-        let full = NodeAllocatable::from_machine(dir.path(), &[]);
-        assert!(full.cpu_milli >= 1000 && full.memory > 0 && full.ephemeral_storage > 0);
-        let system = BTreeMap::from([("cpu".to_owned(), "500m".to_owned())]);
-        let kube = BTreeMap::from([("memory".to_owned(), "1Mi".to_owned())]);
-        let less = NodeAllocatable::from_machine(dir.path(), &[&system, &kube]);
-        assert_eq!(less.cpu_milli, full.cpu_milli - 500);
-        assert_eq!(less.memory, full.memory - (1 << 20));
+    fn allocatable_comes_from_the_container_manager_amounts() {
+        let amounts: ResourceAmounts = [
+            ("cpu".to_owned(), 3500),
+            ("memory".to_owned(), 1 << 30),
+            ("pid".to_owned(), 1000),
+        ]
+        .into();
+        assert_eq!(
+            NodeAllocatable::from_amounts(&amounts),
+            NodeAllocatable {
+                cpu_milli: 3500,
+                memory: 1 << 30,
+                ephemeral_storage: 0,
+            }
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! `pkg/kubelet/images/image_manager.go` `EnsureImageExists`).
 
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use k8s_cri::v1::{ImageSpec, ImageStatusRequest, PodSandboxConfig, PullImageRequest};
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -14,6 +14,7 @@ use super::sync_result::{
     ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME, SyncError,
 };
 use crate::cri::Cri;
+use crate::events::{self, EventRecorder, EventType, format_go_duration};
 use skiff_api::core::pod::default_image_pull_policy;
 
 /// Ensures container images are present, pulling per policy.
@@ -27,20 +28,29 @@ impl ImageManager {
     /// policy says so (`Always`; `IfNotPresent` when absent; never for `Never`; unset:
     /// `Always` for `:latest` or untagged images, else `IfNotPresent`). Errors carry the waiting reason: `InvalidImageName`,
     /// `ErrImageNeverPull`, `ErrImagePull` (a pull failed), `ImagePullBackOff` (a recent
-    /// pull failed and its backoff has not expired).
+    /// pull failed and its backoff has not expired). Records upstream's events on the
+    /// container through `recorder`: `Pulling`, `Pulled`, `Failed`, `BackOff`,
+    /// `ErrImageNeverPull`, `InspectFailed`.
     pub async fn ensure_image_exists(
         &self,
         cri: &dyn Cri,
+        recorder: &EventRecorder,
         pod: &Pod,
         container: &Container,
         sandbox_config: &PodSandboxConfig,
     ) -> Result<String, SyncError> {
+        let record = |event_type, reason: &str, message: &str| {
+            recorder.container_event(pod, &container.name, "", event_type, reason, message);
+        };
         let requested = container.image.clone().unwrap_or_default();
         let image = apply_default_image_tag(&requested).map_err(|e| {
-            SyncError::new(
-                INVALID_IMAGE_NAME,
-                format!("Failed to apply default image tag {requested:?}: {e}"),
-            )
+            let message = format!("Failed to apply default image tag {requested:?}: {e}");
+            record(
+                EventType::Warning,
+                events::FAILED_TO_INSPECT_IMAGE,
+                &message,
+            );
+            SyncError::new(INVALID_IMAGE_NAME, message)
         })?;
         let spec = ImageSpec {
             image: image.clone(),
@@ -54,10 +64,13 @@ impl ImageManager {
             })
             .await
             .map_err(|e| {
-                SyncError::new(
-                    ERR_IMAGE_PULL,
-                    format!("Failed to inspect image {requested:?}: {}", e.message()),
-                )
+                let message = format!("Failed to inspect image {requested:?}: {}", e.message());
+                record(
+                    EventType::Warning,
+                    events::FAILED_TO_INSPECT_IMAGE,
+                    &message,
+                );
+                SyncError::new(ERR_IMAGE_PULL, message)
             })?
             .image
             .map(|i| i.id)
@@ -68,14 +81,21 @@ impl ImageManager {
             .as_deref()
             .unwrap_or_else(|| default_image_pull_policy(&requested));
         match (policy, present) {
-            ("Never", Some(id)) | ("IfNotPresent", Some(id)) => return Ok(id),
+            ("Never", Some(id)) | ("IfNotPresent", Some(id)) => {
+                let message = format!("Container image {requested:?} already present on machine");
+                record(EventType::Normal, events::PULLED_IMAGE, &message);
+                return Ok(id);
+            }
             ("Never", None) => {
-                return Err(SyncError::new(
-                    ERR_IMAGE_NEVER_PULL,
-                    format!(
-                        "Container image {requested:?} is not present with pull policy of Never"
-                    ),
-                ));
+                let message = format!(
+                    "Container image {requested:?} is not present with pull policy of Never"
+                );
+                record(
+                    EventType::Warning,
+                    events::ERR_IMAGE_NEVER_PULL_POLICY,
+                    &message,
+                );
+                return Err(SyncError::new(ERR_IMAGE_NEVER_PULL, message));
             }
             _ => {}
         }
@@ -84,12 +104,17 @@ impl ImageManager {
             .lock()
             .is_in_backoff_since_update(&key, SystemTime::now())
         {
-            return Err(SyncError::new(
-                IMAGE_PULL_BACK_OFF,
-                format!("Back-off pulling image {requested:?}"),
-            ));
+            let message = format!("Back-off pulling image {requested:?}");
+            record(EventType::Normal, events::BACK_OFF_PULL_IMAGE, &message);
+            return Err(SyncError::new(IMAGE_PULL_BACK_OFF, message));
         }
         info!(image = %image, pod = pod.metadata.name.as_deref().unwrap_or(""), "pulling image");
+        record(
+            EventType::Normal,
+            events::PULLING_IMAGE,
+            &format!("Pulling image {requested:?}"),
+        );
+        let started = Instant::now();
         let pulled = cri
             .pull_image(PullImageRequest {
                 image: Some(spec),
@@ -99,6 +124,30 @@ impl ImageManager {
             .await;
         match pulled {
             Ok(resp) => {
+                let size = cri
+                    .image_status(ImageStatusRequest {
+                        image: Some(ImageSpec {
+                            image: resp.image_ref.clone(),
+                            ..Default::default()
+                        }),
+                        verbose: false,
+                    })
+                    .await
+                    .ok()
+                    .and_then(|s| s.image)
+                    .map_or(0, |i| i.size);
+                // Pulls are not queued here: the pull (with its size lookup, as upstream's
+                // puller measures it) took all of the time waited.
+                let pull_duration = started.elapsed();
+                record(
+                    EventType::Normal,
+                    events::PULLED_IMAGE,
+                    &format!(
+                        "Successfully pulled image {requested:?} in {} ({} including waiting). Image size: {size} bytes.",
+                        format_go_duration(pull_duration),
+                        format_go_duration(pull_duration),
+                    ),
+                );
                 let mut backoff = self.lock();
                 backoff.gc(SystemTime::now());
                 Ok(resp.image_ref)
@@ -106,10 +155,9 @@ impl ImageManager {
             Err(e) => {
                 let now = SystemTime::now();
                 self.lock().next(&key, now, now);
-                Err(SyncError::new(
-                    ERR_IMAGE_PULL,
-                    format!("Failed to pull image {requested:?}: {}", e.message()),
-                ))
+                let message = format!("Failed to pull image {requested:?}: {}", e.message());
+                record(EventType::Warning, events::FAILED_TO_PULL_IMAGE, &message);
+                Err(SyncError::new(ERR_IMAGE_PULL, message))
             }
         }
     }

@@ -23,26 +23,42 @@ use super::lifecycle::{HookTarget, format_pod, run_handler};
 use super::pod_status::{ContainerStatus, PodStatus};
 use super::sandbox::pod_log_directory;
 use super::termination_order::termination_order;
+use crate::events::{self, EventType};
 
 /// Shortest grace period given to a container (upstream `minimumGracePeriodInSeconds`).
 const MIN_GRACE_PERIOD: i64 = 2;
 
 impl KubeGenericRuntimeManager {
-    /// Stops one container gracefully: runs its preStop hook (from the container's
-    /// annotations) for at most `grace_period` seconds, then StopContainer with what is
-    /// left of the grace period (at least 2 s): the runtime sends the image's StopSignal
-    /// or SIGTERM, and SIGKILL when that time is up.
+    /// Stops one container of `pod` gracefully: records the `Killing` event (`why`, or
+    /// "Stopping container <name>" when empty), runs its preStop hook (from the
+    /// container's annotations) for at most `grace_period` seconds, then StopContainer
+    /// with what is left of the grace period (at least 2 s): the runtime sends the image's
+    /// StopSignal or SIGTERM, and SIGKILL when that time is up.
     pub(crate) async fn kill_container(
         &self,
+        pod: &Pod,
         id: &str,
         name: &str,
         grace_period: i64,
         why: &str,
     ) -> Result<(), String> {
-        info!(container = %name, id = %id, grace_period, reason = %why, "killing container");
+        let message = if why.is_empty() {
+            format!("Stopping container {name}")
+        } else {
+            why.to_owned()
+        };
+        info!(container = %name, id = %id, grace_period, reason = %message, "killing container");
+        self.recorder.container_event(
+            pod,
+            name,
+            id,
+            EventType::Normal,
+            events::KILLING_CONTAINER,
+            &message,
+        );
         let mut remaining = grace_period;
         if remaining > 0 {
-            remaining -= self.execute_pre_stop_hook(id, name, remaining).await;
+            remaining -= self.execute_pre_stop_hook(pod, id, name, remaining).await;
         }
         self.cri
             .stop_container(StopContainerRequest {
@@ -56,8 +72,15 @@ impl KubeGenericRuntimeManager {
 
     /// Runs the preStop hook of running container `id`, if it has one, waiting at most
     /// `grace_period` seconds; returns the whole seconds it took. A failed hook is logged
-    /// only (upstream records a `FailedPreStopHook` event and stops the container anyway).
-    async fn execute_pre_stop_hook(&self, id: &str, name: &str, grace_period: i64) -> i64 {
+    /// and recorded as a `FailedPreStopHook` event (without the hook's message, which could
+    /// leak secrets); the container is stopped anyway.
+    async fn execute_pre_stop_hook(
+        &self,
+        pod: &Pod,
+        id: &str,
+        name: &str,
+        grace_period: i64,
+    ) -> i64 {
         let req = ContainerStatusRequest {
             container_id: id.to_owned(),
             verbose: false,
@@ -85,7 +108,7 @@ impl KubeGenericRuntimeManager {
             .and_then(|json| serde_json::from_str(json).ok())
             .unwrap_or_default();
         let label = |key: &str| status.labels.get(key).map_or("", String::as_str);
-        let pod = format_pod(
+        let pod_name = format_pod(
             label(POD_NAME_LABEL),
             label(POD_NAMESPACE_LABEL),
             label(POD_UID_LABEL),
@@ -102,7 +125,7 @@ impl KubeGenericRuntimeManager {
         let target = HookTarget {
             container_id: id,
             container_name: name,
-            pod: &pod,
+            pod: &pod_name,
             pod_ip: pod_ip.as_deref(),
             ports: &ports,
         };
@@ -111,10 +134,18 @@ impl KubeGenericRuntimeManager {
         match tokio::time::timeout(grace, run_handler(&*self.cri, &handler, &target)).await {
             Ok(Ok(())) => {}
             Ok(Err(message)) => {
-                warn!(container = %name, pod = %pod, error = %message, "PreStopHook failed");
+                warn!(container = %name, pod = %pod_name, error = %message, "PreStopHook failed");
+                self.recorder.container_event(
+                    pod,
+                    name,
+                    id,
+                    EventType::Warning,
+                    events::FAILED_PRE_STOP_HOOK,
+                    "PreStopHook failed",
+                );
             }
             Err(_) => {
-                info!(container = %name, pod = %pod, grace_period, "PreStop hook not completed in grace period");
+                info!(container = %name, pod = %pod_name, grace_period, "PreStop hook not completed in grace period");
             }
         }
         start.elapsed().as_secs() as i64
@@ -173,7 +204,7 @@ impl KubeGenericRuntimeManager {
             let grace = grace_period.saturating_sub(elapsed);
             let stops = round
                 .iter()
-                .map(|c| self.kill_container(&c.id, &c.name, grace, "pod is being killed"));
+                .map(|c| self.kill_container(pod, &c.id, &c.name, grace, ""));
             errors.extend(join_all(stops).await.into_iter().filter_map(Result::err));
         }
         for sandbox in &status.sandboxes {

@@ -21,13 +21,16 @@ pub mod sync_result;
 pub mod termination_message;
 pub mod termination_order;
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cri::Cri;
+use crate::events::EventRecorder;
 use crate::pod_dirs::PodDirs;
 use crate::volume::VolumeManager;
 use backoff::Backoff;
+use dns::DnsConfigurer;
 use env::NodeAllocatable;
 use image::ImageManager;
 use pod_status::PodStatus;
@@ -41,8 +44,12 @@ pub struct RuntimeManagerConfig {
     pub cgroup_root: PathBuf,
     /// The node's IP (for `status.hostIP` env vars).
     pub node_ip: String,
-    /// The host resolv.conf used for pod DNS.
+    /// The host resolv.conf used for pod DNS (`--resolv-conf`); empty: none.
     pub resolv_conf: PathBuf,
+    /// Nameservers of cluster-DNS pods (`--cluster-dns`).
+    pub cluster_dns: Vec<IpAddr>,
+    /// The cluster's DNS domain (`--cluster-domain`); empty: no cluster searches.
+    pub cluster_domain: String,
     /// Machine memory in bytes.
     pub memory_capacity: i64,
     /// The kubelet's pod directories (termination message files live in
@@ -60,13 +67,25 @@ pub struct KubeGenericRuntimeManager {
     crash_backoff: Mutex<Backoff>,
     /// Where the pods' set-up volumes are; without one, no volume can be mounted.
     volume_manager: Option<Arc<VolumeManager>>,
+    /// Where the runtime manager's events go (log-only by default).
+    recorder: EventRecorder,
+    /// Pod DNS of the sandboxes.
+    dns: DnsConfigurer,
 }
 
 impl KubeGenericRuntimeManager {
     /// A manager driving `cri`.
     pub fn new(cri: Arc<dyn Cri>, config: RuntimeManagerConfig) -> Self {
+        let dns = DnsConfigurer::new(
+            config.cluster_dns.clone(),
+            config.cluster_domain.clone(),
+            config.resolv_conf.clone(),
+            config.node_ip.parse().into_iter().collect(),
+        );
         Self {
             cri,
+            dns,
+            recorder: EventRecorder::default(),
             config,
             image_manager: ImageManager::default(),
             crash_backoff: Mutex::new(Backoff::default()),
@@ -78,6 +97,18 @@ impl KubeGenericRuntimeManager {
     pub fn with_volume_manager(mut self, volume_manager: Arc<VolumeManager>) -> Self {
         self.volume_manager = Some(volume_manager);
         self
+    }
+
+    /// This manager, recording its events (Pulled, Created, Started, Killing, ...)
+    /// through `recorder`.
+    pub fn with_recorder(mut self, recorder: EventRecorder) -> Self {
+        self.recorder = recorder;
+        self
+    }
+
+    /// The event recorder of this manager.
+    pub fn recorder(&self) -> &EventRecorder {
+        &self.recorder
     }
 
     /// The pod's sandboxes and containers as the runtime reports them.

@@ -4,12 +4,11 @@
 use std::path::Path;
 
 use k8s_cri::v1::{
-    Int64Value, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption,
-    PodSandboxConfig, PodSandboxMetadata, PortMapping, Protocol,
+    DnsConfig, Int64Value, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode,
+    NamespaceOption, PodSandboxConfig, PodSandboxMetadata, PortMapping, Protocol,
 };
 use k8s_openapi::api::core::v1::Pod;
 
-use super::dns::pod_dns_config;
 use super::labels::sandbox_labels;
 use crate::cm::cgroups::pod_cgroup_parent;
 use crate::cm::qos::pod_qos;
@@ -24,13 +23,14 @@ pub fn pod_log_directory(
     pod_logs_dir.join(format!("{namespace}_{name}_{uid}"))
 }
 
-/// Builds the RunPodSandbox config of `pod` for sandbox `attempt`.
+/// Builds the RunPodSandbox config of `pod` for sandbox `attempt`, with the pod's DNS
+/// config `dns_config` (see [`super::dns::DnsConfigurer::get_pod_dns`]).
 pub fn generate_pod_sandbox_config(
     pod: &Pod,
     attempt: u32,
     pod_logs_dir: &Path,
     cgroup_root: &Path,
-    resolv_conf: &Path,
+    dns_config: DnsConfig,
 ) -> PodSandboxConfig {
     let meta = &pod.metadata;
     let name = meta.name.clone().unwrap_or_default();
@@ -61,7 +61,7 @@ pub fn generate_pod_sandbox_config(
         log_directory: pod_log_directory(pod_logs_dir, &namespace, &name, &uid)
             .display()
             .to_string(),
-        dns_config: Some(pod_dns_config(pod, resolv_conf)),
+        dns_config: Some(dns_config),
         port_mappings: port_mappings(pod),
         labels: sandbox_labels(pod),
         annotations: meta
@@ -148,14 +148,14 @@ mod tests {
     use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    /// The sandbox config of `pod` with logs under `/var/log/pods` and no resolv.conf.
+    /// The sandbox config of `pod` with logs under `/var/log/pods` and no DNS settings.
     fn sandbox_config(pod: &Pod, attempt: u32) -> PodSandboxConfig {
         generate_pod_sandbox_config(
             pod,
             attempt,
             Path::new("/var/log/pods"),
             Path::new("/"),
-            Path::new("/nonexistent"),
+            DnsConfig::default(),
         )
     }
 

@@ -6,12 +6,14 @@ use tracing::{info, warn};
 
 use super::KubeGenericRuntimeManager;
 use super::labels::termination_grace_period;
+use super::lifecycle::format_pod_object;
 use super::pod_actions::{
     compute_pod_actions, containers, init_containers, is_restartable_init_container,
 };
 use super::pod_status::PodStatus;
 use super::sandbox::generate_pod_sandbox_config;
 use super::sync_result::PodSyncResult;
+use crate::events::{self, EventType};
 use crate::prober::managers::ResultsManagers;
 
 impl KubeGenericRuntimeManager {
@@ -31,6 +33,14 @@ impl KubeGenericRuntimeManager {
         let mut result = PodSyncResult::default();
         let grace = termination_grace_period(pod);
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        if actions.create_sandbox && !actions.sandbox_id.is_empty() {
+            self.recorder.pod_event(
+                pod,
+                EventType::Normal,
+                events::SANDBOX_CHANGED,
+                "Pod sandbox changed, it will be killed and re-created.",
+            );
+        }
         if actions.kill_pod {
             if !status.sandboxes.is_empty() || !status.containers.is_empty() {
                 info!(pod = %pod_name, "killing pod: sandbox changed or nothing left to run");
@@ -44,24 +54,39 @@ impl KubeGenericRuntimeManager {
         } else {
             for kill in &actions.containers_to_kill {
                 if let Err(e) = self
-                    .kill_container(&kill.id, &kill.name, grace, &kill.message)
+                    .kill_container(pod, &kill.id, &kill.name, grace, &kill.message)
                     .await
                 {
                     result.errors.push(e);
                 }
             }
         }
+        let dns_config = match self.dns.get_pod_dns(pod, &self.recorder) {
+            Ok(dns_config) => dns_config,
+            Err(e) => {
+                warn!(pod = %pod_name, error = %e, "Failed to generate sandbox config for pod");
+                if actions.create_sandbox {
+                    self.record_failed_create_sandbox(pod, &e.to_string());
+                }
+                result.errors.push(format!(
+                    "GeneratePodSandboxConfig for pod {:?} failed: {e}",
+                    format_pod_object(pod)
+                ));
+                return result;
+            }
+        };
         let sandbox_config = generate_pod_sandbox_config(
             pod,
             actions.attempt,
             &self.config.pod_logs_dir,
             &self.config.cgroup_root,
-            &self.config.resolv_conf,
+            dns_config,
         );
         let mut sandbox_id = actions.sandbox_id.clone();
         let mut pod_ips = status.ips.clone();
         if actions.create_sandbox {
             if let Err(e) = std::fs::create_dir_all(&sandbox_config.log_directory) {
+                self.record_failed_create_sandbox(pod, &e.to_string());
                 result.errors.push(format!(
                     "creating pod log directory {}: {e}",
                     sandbox_config.log_directory
@@ -76,6 +101,7 @@ impl KubeGenericRuntimeManager {
                 Ok(resp) => sandbox_id = resp.pod_sandbox_id,
                 Err(e) => {
                     warn!(pod = %pod_name, error = %e.message(), "RunPodSandbox failed");
+                    self.record_failed_create_sandbox(pod, e.message());
                     result
                         .errors
                         .push(format!("creating pod sandbox: {}", e.message()));
@@ -130,6 +156,18 @@ impl KubeGenericRuntimeManager {
             }
         }
         result
+    }
+}
+
+impl KubeGenericRuntimeManager {
+    /// The `FailedCreatePodSandBox` warning of upstream's SyncPod.
+    fn record_failed_create_sandbox(&self, pod: &Pod, error: &str) {
+        self.recorder.pod_event(
+            pod,
+            EventType::Warning,
+            events::FAILED_CREATE_POD_SANDBOX,
+            &format!("Failed to create pod sandbox: {error}"),
+        );
     }
 }
 

@@ -24,7 +24,10 @@ fn manager(cri: &Arc<FakeCri>, logs: &std::path::Path) -> KubeGenericRuntimeMana
             pod_logs_dir: logs.to_owned(),
             cgroup_root: "/skiff-unit-test-nonexistent".into(),
             node_ip: "192.168.0.2".into(),
-            resolv_conf: "/nonexistent".into(),
+            // No host resolv.conf: loopback DNS (a missing file would fail the sandbox).
+            resolv_conf: "".into(),
+            cluster_dns: Vec::new(),
+            cluster_domain: String::new(),
             memory_capacity: 8 << 30,
             pod_dirs: crate::pod_dirs::PodDirs::new(logs.join("root")),
             allocatable: Default::default(),

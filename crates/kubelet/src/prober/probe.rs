@@ -13,6 +13,7 @@ use tracing::{debug, warn};
 use super::worker::ProbeTiming;
 use super::{ProbeType, exec, grpc, http, tcp};
 use crate::cri::Cri;
+use crate::events::{self, EventRecorder, EventType};
 use crate::kuberuntime::env::expand;
 use crate::prober::results::ProbeResult;
 
@@ -56,12 +57,43 @@ pub trait ProbeRunner: Send + Sync {
 /// the pod network.
 pub struct Prober {
     cri: Arc<dyn Cri>,
+    /// Records the Unhealthy / ProbeWarning events (log-only by default).
+    recorder: EventRecorder,
 }
 
 impl Prober {
     /// A prober running exec probes through `cri`.
     pub fn new(cri: Arc<dyn Cri>) -> Self {
-        Self { cri }
+        Self {
+            cri,
+            recorder: EventRecorder::default(),
+        }
+    }
+
+    /// This prober, recording probe failures as events through `recorder`.
+    pub fn with_recorder(mut self, recorder: EventRecorder) -> Self {
+        self.recorder = recorder;
+        self
+    }
+
+    /// Records a Warning event about the probed container (upstream
+    /// `recordContainerEvent`).
+    fn record(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        container_id: &str,
+        reason: &str,
+        message: &str,
+    ) {
+        self.recorder.container_event(
+            pod,
+            &container.name,
+            container_id,
+            EventType::Warning,
+            reason,
+            message,
+        );
     }
 
     /// One run of the probe's handler (upstream `runProbe`).
@@ -125,14 +157,39 @@ impl ProbeRunner for Prober {
         match outcome {
             Err(error) => {
                 warn!(pod = %pod_name, container = %container.name, "{probe_type} probe errored: {error}");
+                let message =
+                    format!("{probe_type} probe errored and resulted in unknown state: {error}");
+                self.record(
+                    pod,
+                    container,
+                    container_id,
+                    events::CONTAINER_UNHEALTHY,
+                    &message,
+                );
                 Err(error)
             }
             Ok((Outcome::Failure, output)) => {
                 warn!(pod = %pod_name, container = %container.name, "{probe_type} probe failed: {output}");
+                let message = format!("{probe_type} probe failed: {output}");
+                self.record(
+                    pod,
+                    container,
+                    container_id,
+                    events::CONTAINER_UNHEALTHY,
+                    &message,
+                );
                 Ok(ProbeResult::Failure)
             }
             Ok((Outcome::Warning, output)) => {
                 warn!(pod = %pod_name, container = %container.name, "{probe_type} probe warning: {output}");
+                let message = format!("{probe_type} probe warning: {output}");
+                self.record(
+                    pod,
+                    container,
+                    container_id,
+                    events::CONTAINER_PROBE_WARNING,
+                    &message,
+                );
                 Ok(ProbeResult::Success)
             }
             Ok((Outcome::Success, _)) => {

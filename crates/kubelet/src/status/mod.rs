@@ -2,9 +2,13 @@
 //! pod, with stable `startTime` and condition `lastTransitionTime`s.
 
 pub mod generate;
+pub mod sync;
 
 use std::collections::HashMap;
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::Notify;
 
 use k8s_openapi::api::core::v1::PodStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -23,10 +27,22 @@ pub fn is_terminal(status: &PodStatus) -> bool {
     matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"))
 }
 
-/// Latest API status per pod UID.
+/// Latest API status per pod UID (upstream `manager.podStatuses`), each with the version
+/// that last changed it, so that [`sync::StatusSync`] posts only what changed.
 #[derive(Default)]
 pub struct StatusManager {
-    statuses: RwLock<HashMap<String, PodStatus>>,
+    statuses: RwLock<HashMap<String, Versioned>>,
+    /// The last version given out.
+    versions: AtomicU64,
+    /// Notified whenever a status changes (upstream `podStatusChannel`).
+    changed: Notify,
+}
+
+/// A status and the version that last changed it.
+#[derive(Clone)]
+struct Versioned {
+    status: PodStatus,
+    version: u64,
 }
 
 impl StatusManager {
@@ -41,7 +57,7 @@ impl StatusManager {
             .statuses
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let old = statuses.get(uid);
+        let old = statuses.get(uid).map(|v| &v.status);
         // A terminal phase is final (upstream `checkPodStatusUpdateIsValid`).
         if let Some(old) = old
             .filter(|o| is_terminal(o))
@@ -69,7 +85,13 @@ impl StatusManager {
                 _ => Some(now.clone()),
             };
         }
-        statuses.insert(uid.to_owned(), status);
+        if old == Some(&status) {
+            return;
+        }
+        let version = self.versions.fetch_add(1, Ordering::Relaxed) + 1;
+        statuses.insert(uid.to_owned(), Versioned { status, version });
+        drop(statuses);
+        self.changed.notify_one();
     }
 
     /// The latest status of pod `uid`.
@@ -78,7 +100,24 @@ impl StatusManager {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(uid)
-            .cloned()
+            .map(|v| v.status.clone())
+    }
+
+    /// The statuses changed since the versions in `synced` (pod UID to the version last
+    /// posted), with their versions.
+    pub fn changed_since(&self, synced: &HashMap<String, u64>) -> Vec<(String, PodStatus, u64)> {
+        self.statuses
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(uid, v)| synced.get(*uid).is_none_or(|s| *s < v.version))
+            .map(|(uid, v)| (uid.clone(), v.status.clone(), v.version))
+            .collect()
+    }
+
+    /// Waits until a status changes after the call (or changed since the last wait).
+    pub async fn wait_for_change(&self) {
+        self.changed.notified().await;
     }
 
     /// Forgets pod `uid`.

@@ -1,11 +1,13 @@
 //! Pods: defaulting, validation and the QoS class (upstream `pkg/apis/core/v1/defaults.go`,
 //! `pkg/apis/core/validation/validation.go` `ValidatePod*`, `pkg/apis/core/helper/qos`),
-//! ephemeral containers, in-place resize and warnings (`pkg/api/pod/warnings.go`).
+//! ephemeral containers, in-place resize and warnings (`pkg/api/pod/warnings.go`), and
+//! effective requests and limits (`k8s.io/component-helpers/resource`).
 
 pub mod defaults;
 pub mod ephemeral;
 mod probe;
 pub mod qos;
+pub mod requests;
 pub mod resize;
 pub mod template;
 pub mod validation;

@@ -32,6 +32,10 @@ impl Strategy for Nodes {
         true
     }
 
+    fn status_takes_labels_and_annotations(&self) -> bool {
+        true
+    }
+
     /// `proxy` (upstream `ProxyREST`): requests sent on to the node's kubelet.
     fn subresources(&self) -> Vec<std::sync::Arc<dyn crate::registry::Subresource>> {
         vec![std::sync::Arc::new(crate::proxy::ResourceProxy(

@@ -335,3 +335,67 @@ async fn namespace_finalize_replaces_only_spec_finalizers() {
     let get = server.send("GET", finalize, &Value::Null).await;
     assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
 }
+
+/// `nodes/status` takes labels and annotations along with the status (upstream's node
+/// status strategy resets only the spec; the kubelet patches its labels this way), while a
+/// ReplicationController's `/status` keeps the stored metadata.
+#[tokio::test]
+async fn node_status_takes_labels_but_not_the_spec() {
+    let server = Server::start().await;
+    let nodes = "/api/v1/nodes";
+    let created = server
+        .send(
+            "POST",
+            nodes,
+            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let patched = server
+        .send(
+            "PATCH",
+            &format!("{nodes}/n1/status"),
+            &json!({
+                "metadata": {"labels": {"kubernetes.io/os": "linux"},
+                             "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+                "spec": {"unschedulable": true},
+                "status": {"capacity": {"pods": "110"}},
+            }),
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    let node = server
+        .send("GET", &format!("{nodes}/n1"), &Value::Null)
+        .await
+        .body;
+    assert_eq!(node["metadata"]["labels"]["kubernetes.io/os"], "linux");
+    assert_eq!(
+        node["metadata"]["annotations"]["volumes.kubernetes.io/controller-managed-attach-detach"],
+        "true"
+    );
+    assert_eq!(node["status"]["capacity"]["pods"], "110");
+    assert!(node["spec"]["unschedulable"].is_null(), "{node}");
+
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    let rc = server
+        .send("POST", rcs, &controller(1, json!({"app": "web"})))
+        .await;
+    assert_eq!(rc.status, StatusCode::CREATED, "{}", rc.body);
+    let name = rc.body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let status = server
+        .send(
+            "PATCH",
+            &format!("{rcs}/{name}/status"),
+            &json!({"metadata": {"labels": {"sneaky": "yes"}}, "status": {"replicas": 1}}),
+        )
+        .await;
+    assert_eq!(status.status, StatusCode::OK, "{}", status.body);
+    assert!(
+        status.body["metadata"]["labels"]["sneaky"].is_null(),
+        "{}",
+        status.body
+    );
+}

@@ -46,6 +46,10 @@ impl Strategy for Pods {
         true
     }
 
+    fn status_takes_labels_and_annotations(&self) -> bool {
+        true
+    }
+
     /// Pods track `metadata.generation` (PodObservedGenerationTracking).
     fn bumps_generation(&self) -> bool {
         true

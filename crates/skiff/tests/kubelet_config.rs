@@ -134,11 +134,15 @@ httpCheckFrequency: 1s
 readOnlyPort: {overridden_port}
 syncFrequency: 30s
 evictionHard: {{memory.available: 1Mi, nodefs.available: 1%, imagefs.available: 1%}}
-# Written by kubeadm; accepted and ignored.
+# Written by kubeadm: honoured (authentication, cluster DNS) or accepted and ignored
+# (resolvConf, which Skiff does not implement yet).
 authentication:
   anonymous: {{enabled: false}}
+  webhook: {{enabled: false}}
+authorization: {{mode: AlwaysAllow}}
 clusterDNS: [10.96.0.10]
 clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
 "#,
         url = server.url("pods.yaml"),
     );
@@ -182,7 +186,7 @@ clusterDomain: cluster.local
     );
     let log = cluster.node.log();
     assert!(
-        log.contains("not implemented by Skiff") && log.contains("clusterDNS"),
+        log.contains("not implemented by Skiff") && log.contains("resolvConf"),
         "ignored fields are reported"
     );
 

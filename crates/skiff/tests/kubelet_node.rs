@@ -186,7 +186,9 @@ fn pod_cgroups_eviction_and_container_gc() {
             "Always",
         ),
     );
-    let guaranteed = "{requests: {cpu: 200m, memory: 48Mi, ephemeral-storage: 100Mi}, limits: {cpu: 200m, memory: 48Mi, ephemeral-storage: 100Mi}}";
+    // Its ephemeral-storage fits the node's allocatable (the 64 MiB tmpfs less the 32 MiB
+    // threshold): admission refuses a pod that does not fit.
+    let guaranteed = "{requests: {cpu: 200m, memory: 48Mi, ephemeral-storage: 16Mi}, limits: {cpu: 200m, memory: 48Mi, ephemeral-storage: 16Mi}}";
     cluster.write_manifest(
         "guar.yaml",
         &pod_manifest("guar", &image, "exec sleep 3600", guaranteed, "Always"),

@@ -137,6 +137,18 @@ impl Controller {
             .filter(|crd| is_true(crd, "Established"))
             .flat_map(|crd| kinds_of(crd, &self.state.storage))
             .collect();
+        let installed = self
+            .state
+            .registry
+            .current()
+            .kinds()
+            .iter()
+            .any(|kind| kind.definition().is_some());
+        if kinds.is_empty() && !installed {
+            // Nothing to change: a new snapshot would only make discovery and OpenAPI
+            // render again.
+            return;
+        }
         self.state.registry.update(|registry| {
             registry.remove_kinds(|kind| kind.definition().is_some());
             for kind in kinds {

@@ -386,6 +386,26 @@ pub fn pem_to_der(pem: &str) -> anyhow::Result<Vec<u8>> {
         .map_err(|e| anyhow::anyhow!("reading a PEM certificate: {e}"))
 }
 
+/// The subject of a DER certificate as upstream's `x509.CommonNameUserConversion` reads
+/// it: its common name (`None` when absent or empty) and its organizations, in order.
+/// `None` as well when `der` is not a certificate.
+pub fn certificate_subject(der: &[u8]) -> Option<(String, Vec<String>)> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .filter(|cn| !cn.is_empty())?
+        .to_owned();
+    let organizations = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok())
+        .map(str::to_owned)
+        .collect();
+    Some((name, organizations))
+}
+
 /// `<stem>.crt` and `<stem>.key` if both exist.
 fn read_pair(dir: &Path, stem: &str) -> anyhow::Result<Option<CertKey>> {
     let (cert, key) = pair_paths(dir, stem);

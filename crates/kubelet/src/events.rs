@@ -54,6 +54,10 @@ pub const BACK_OFF_PULL_IMAGE: &str = "BackOff";
 pub const FAILED_MOUNT_VOLUME: &str = "FailedMount";
 /// A block volume could not be mapped.
 pub const FAILED_MAP_VOLUME: &str = "FailedMapVolume";
+/// Keys of an `envFrom` source were skipped as invalid variable names.
+pub const INVALID_ENVIRONMENT_VARIABLE_NAMES: &str = "InvalidEnvironmentVariableNames";
+/// Some of a pod's `imagePullSecrets` could not be read.
+pub const FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET: &str = "FailedToRetrieveImagePullSecret";
 /// A liveness, readiness or startup probe failed or errored.
 pub const CONTAINER_UNHEALTHY: &str = "Unhealthy";
 /// A probe passed with a warning.

@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod mirror_pods;
 pub mod nodelease;
 pub mod nodestatus;
+pub mod objects;
 pub mod pleg;
 pub mod pod_dirs;
 pub mod pod_manager;
@@ -115,7 +116,9 @@ pub async fn run(
     // In a cluster: the API server named by `--kubeconfig`. Without it the kubelet is
     // standalone and runs static pods only.
     let api = match &config.kubeconfig {
-        Some(path) => Some(client::from_kubeconfig(path).await?),
+        Some(path) => {
+            Some(client::from_kubeconfig(path, config.kube_api_qps, config.kube_api_burst).await?)
+        }
         None => None,
     };
     let node_ip_addr = config.node_ip.unwrap_or_else(detect_node_ip);
@@ -150,9 +153,19 @@ pub async fn run(
         .context("setting up the kubepods cgroups")?;
 
     let allocatable = NodeAllocatable::from_amounts(&container_manager.node_allocatable());
+    // ConfigMaps, Secrets, Services, claims and tokens for volumes and environments:
+    // watch-based caches on the API server, or failures with upstream's standalone
+    // messages without one.
+    let (objects, services_watch): (Arc<dyn objects::ObjectSource>, _) = match &api {
+        Some(client) => {
+            let (objects, services_watch) = objects::api::ApiObjects::new(client.clone());
+            (objects, Some(services_watch))
+        }
+        None => (Arc::new(objects::Standalone), None),
+    };
     let volume_manager = Arc::new(VolumeManager::new(
         PodDirs::new(&config.root_dir),
-        volume::probe_volume_plugins(allocatable),
+        volume::probe_volume_plugins_with_objects(allocatable, objects.clone()),
     ));
     // Events go to the API server when there is one (one sender task), else to the log.
     let (recorder, event_broadcaster) = match &api {
@@ -179,6 +192,7 @@ pub async fn run(
             },
         )
         .with_volume_manager(volume_manager.clone())
+        .with_object_source(objects)
         .with_recorder(recorder.clone()),
     );
     let status_manager = Arc::new(StatusManager::default());
@@ -207,6 +221,9 @@ pub async fn run(
     let mut tasks = JoinSet::new();
     if let Some(broadcaster) = event_broadcaster {
         tasks.spawn(broadcaster.run());
+    }
+    if let Some(services_watch) = services_watch {
+        tasks.spawn(services_watch);
     }
     let (server_cri, server_cri_state) = (cri.clone(), cri.clone());
     let mut pleg = Pleg::new(cri.clone());
@@ -357,7 +374,15 @@ pub async fn run(
         );
         tasks.spawn(lease.run());
     }
-    serve_ports(&config, node_ip_addr, server_state, pleg_health, &mut tasks).await?;
+    serve_ports(
+        &config,
+        node_ip_addr,
+        server_state,
+        pleg_health,
+        api.as_ref(),
+        &mut tasks,
+    )
+    .await?;
 
     let (results_tx, results_rx) = mpsc::unbounded_channel();
     let pod_workers = PodWorkers::new(kubelet, results_tx, pod_worker_states);
@@ -390,13 +415,14 @@ pub async fn run(
 /// Serves the read-only port (plain HTTP) and the main port (HTTPS) on
 /// `config.address`, each unless its port is 0.
 ///
-/// Errors when a port cannot be bound or the serving certificate cannot be loaded or
-/// created.
+/// Errors when a port cannot be bound, the serving certificate cannot be loaded or
+/// created, or the client CA file cannot be read.
 async fn serve_ports(
     config: &KubeletConfig,
     node_ip: IpAddr,
     state: server::ServerState,
     pleg_health: pleg::PlegHealth,
+    api: Option<&kube::Client>,
     tasks: &mut JoinSet<()>,
 ) -> anyhow::Result<()> {
     if config.read_only_port != 0 {
@@ -424,13 +450,20 @@ async fn serve_ports(
                 node_ip,
             },
         };
-        let tls = server::tls::server_config(&source)?;
+        // Authentication and authorization of the main port (upstream `BuildAuth`).
+        let auth = server::auth::build(config, api)?;
+        let tls = server::tls::server_config(&source, auth.client_verifier)?;
         let addr = SocketAddr::new(config.address, config.port);
         let listener = server::bind(addr)
             .await
             .with_context(|| format!("binding kubelet port {addr}"))?;
         info!(%addr, "serving kubelet API over HTTPS");
-        let app = server::main_router(state).merge(server::healthz::router(pleg_health));
+        let app = server::main_router(state)
+            .merge(server::healthz::router(pleg_health))
+            .layer(axum::middleware::from_fn_with_state(
+                auth.auth,
+                server::auth::filter,
+            ));
         tasks.spawn(server::serve_tls(listener, tls, app));
     }
     Ok(())

@@ -13,7 +13,10 @@ use tracing::{info, warn};
 use super::KubeGenericRuntimeManager;
 use super::backoff::{Backoff, go_duration};
 use super::container_linux::linux_container_config;
-use super::env::{EnvContext, NodeAllocatable, expand_command_and_args, make_environment};
+use super::env::{
+    EnvContext, NodeAllocatable, expand_command_and_args, make_environment,
+    make_environment_reporting,
+};
 use super::labels::termination_grace_period;
 use super::labels::{container_annotations, container_hash, container_labels};
 use super::lifecycle::{HookTarget, format_pod_object, run_handler};
@@ -40,6 +43,10 @@ pub struct ContainerContext<'a> {
     /// Host paths mounted into the container: its volume mounts and the kubelet's own
     /// files (such as the termination message file), in mount order.
     pub mounts: Vec<Mount>,
+    /// ConfigMaps, Secrets and Services of the environment (`None`: standalone).
+    pub objects: Option<&'a dyn crate::objects::ObjectSource>,
+    /// Where the `InvalidEnvironmentVariableNames` warnings go.
+    pub recorder: Option<&'a crate::events::EventRecorder>,
 }
 
 /// Builds the CreateContainer config of `container` for restart number `restart_count`
@@ -51,13 +58,24 @@ pub fn generate_container_config(
     image_ref: &str,
     ctx: &ContainerContext<'_>,
 ) -> Result<ContainerConfig, String> {
-    let env = make_environment(
+    let env = make_environment_reporting(
         pod,
         container,
         &EnvContext {
             pod_ips: ctx.pod_ips,
             host_ip: ctx.host_ip,
             allocatable: ctx.allocatable,
+            objects: ctx.objects,
+        },
+        &mut |message| {
+            if let Some(recorder) = ctx.recorder {
+                recorder.pod_event(
+                    pod,
+                    EventType::Warning,
+                    events::INVALID_ENVIRONMENT_VARIABLE_NAMES,
+                    &message,
+                );
+            }
         },
     )?;
     let (command, args) = expand_command_and_args(container, &env);
@@ -237,6 +255,51 @@ impl KubeGenericRuntimeManager {
         checked
     }
 
+    /// The registry credentials of the pod's `imagePullSecrets` for `container`'s image
+    /// (upstream `getPullSecretsForPod` and the keyring lookup). Secrets that cannot be
+    /// read are skipped with upstream's `FailedToRetrieveImagePullSecret` warning.
+    fn pull_credentials(&self, pod: &Pod, container: &Container) -> Vec<k8s_cri::v1::AuthConfig> {
+        let names: Vec<&str> = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.image_pull_secrets.iter().flatten())
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            return Vec::new();
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
+        let mut secrets = Vec::new();
+        let mut failed = Vec::new();
+        for name in names {
+            match self.objects.get_secret(namespace, name) {
+                Ok(secret) => secrets.push(secret),
+                Err(e) => {
+                    info!(pod = pod.metadata.name.as_deref().unwrap_or(""), secret = %name, error = %e, "Unable to retrieve pull secret, the image pull may not succeed.");
+                    failed.push(name);
+                }
+            }
+        }
+        if !failed.is_empty() {
+            self.recorder.pod_event(
+                pod,
+                EventType::Warning,
+                events::FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET,
+                &format!(
+                    "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+                    failed.join(", ")
+                ),
+            );
+        }
+        let refs: Vec<&k8s_openapi::api::core::v1::Secret> =
+            secrets.iter().map(|s| s.as_ref()).collect();
+        let keyring = super::keyring::DockerKeyring::from_pull_secrets(&refs);
+        keyring.lookup(&super::keyring::repository_to_pull(
+            container.image.as_deref().unwrap_or(""),
+        ))
+    }
+
     /// The CRI mounts of `container`'s volumeMounts, from the volumes the volume manager
     /// set up for the pod (upstream `makeMounts`, called from `GenerateRunContainerOptions`).
     fn volume_mounts(
@@ -255,6 +318,7 @@ impl KubeGenericRuntimeManager {
             pod_ips,
             host_ip: &self.config.node_ip,
             allocatable: self.config.allocatable,
+            objects: Some(self.objects.as_ref()),
         };
         make_mounts(container, &volumes, || {
             make_environment(pod, container, &env_ctx)
@@ -317,9 +381,17 @@ impl KubeGenericRuntimeManager {
         status: &PodStatus,
         pod_ips: &[String],
     ) -> Result<(), SyncError> {
+        let credentials = self.pull_credentials(pod, container);
         let image_ref = self
             .image_manager
-            .ensure_image_exists(&*self.cri, &self.recorder, pod, container, sandbox_config)
+            .ensure_image_exists(
+                &*self.cri,
+                &self.recorder,
+                pod,
+                container,
+                sandbox_config,
+                &credentials,
+            )
             .await?;
         // The image's user matters only when runAsNonRoot is set and no runAsUser
         // overrides it: only then is the image asked for it.
@@ -379,6 +451,8 @@ impl KubeGenericRuntimeManager {
             memory_capacity: self.config.memory_capacity,
             allocatable: self.config.allocatable,
             mounts: mounts.into_iter().chain(termination_mount).collect(),
+            objects: Some(self.objects.as_ref()),
+            recorder: Some(&self.recorder),
         };
         let config = generate_container_config(pod, container, restart_count, &image_ref, &ctx)
             .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;

@@ -3,11 +3,18 @@
 //! `ExtractContainerResourceValue`) and `$(VAR)` expansion (upstream
 //! `third_party/forked/golang/expansion`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceFieldSelector};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, ResourceFieldSelector, Secret};
 
+use super::envvars;
 use crate::cm::resources::ResourceAmounts;
+use crate::config::apiserver::API_SOURCE;
+use crate::config::static_pod::CONFIG_SOURCE_ANNOTATION;
+use crate::objects::ObjectSource;
+use crate::volume::configmap::get_optional_config_map;
+use crate::volume::secret::{get_optional_secret, secret_data};
 use skiff_api::quantity;
 
 /// The node's allocatable resources: the values of `resourceFieldRef` limits that a
@@ -36,7 +43,8 @@ impl NodeAllocatable {
     }
 }
 
-/// Node and pod facts that `fieldRef` / `resourceFieldRef` env vars may reference.
+/// Node and pod facts that `fieldRef` / `resourceFieldRef` env vars may reference, and
+/// where ConfigMaps, Secrets and Services are read.
 pub struct EnvContext<'a> {
     /// The pod's IPs, primary first.
     pub pod_ips: &'a [String],
@@ -44,73 +52,245 @@ pub struct EnvContext<'a> {
     pub host_ip: &'a str,
     /// The node's allocatable resources.
     pub allocatable: NodeAllocatable,
+    /// ConfigMaps, Secrets and Services; `None` (or a source without a client) is a
+    /// standalone kubelet.
+    pub objects: Option<&'a dyn ObjectSource>,
 }
 
-/// The container's environment as ordered `(name, value)` pairs, with each plain value
-/// `$(VAR)`-expanded against the variables defined before it and `fieldRef` /
-/// `resourceFieldRef` values resolved. A later definition of a name replaces an earlier one.
+/// The container's environment as ordered `(name, value)` pairs (upstream
+/// `makeEnvironmentVariables`): first the keys of each `envFrom` source (with its
+/// prefix), then `env` in order, each plain value `$(VAR)`-expanded against the variables
+/// defined before it and the service variables, each `valueFrom` resolved; then the
+/// service variables not defined otherwise. A later definition of a name replaces an
+/// earlier one.
 ///
-/// Errors with upstream's messages on sources that need the API server (envFrom,
-/// configMapKeyRef, secretKeyRef: "couldn't get configMap ns/name, no kubeClient
-/// defined"), on unsupported field paths and resources.
+/// Errors with upstream's messages: standalone, any ConfigMap or Secret source
+/// (`couldn't get configMap ns/name, no kubeClient defined`); a missing object or key
+/// unless optional (`configmap "x" not found`, `couldn't find key k in ConfigMap ns/x`);
+/// Services not read yet for a pod from the API server (`services have not yet been read
+/// at least once, cannot construct envvars`); unsupported field paths and resources.
 pub fn make_environment(
     pod: &Pod,
     container: &Container,
     ctx: &EnvContext<'_>,
 ) -> Result<Vec<(String, String)>, String> {
+    make_environment_reporting(pod, container, ctx, &mut |_| {})
+}
+
+/// [`make_environment`], giving `invalid_keys` the message of each `envFrom` source
+/// whose keys were skipped as invalid variable names (upstream's
+/// `InvalidEnvironmentVariableNames` event).
+pub fn make_environment_reporting(
+    pod: &Pod,
+    container: &Container,
+    ctx: &EnvContext<'_>,
+    invalid_keys: &mut dyn FnMut(String),
+) -> Result<Vec<(String, String)>, String> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
+    let objects = ctx.objects.filter(|o| o.has_client());
+    let service_env = service_env(pod, objects)?;
+    let mut config_maps: HashMap<String, Option<Arc<ConfigMap>>> = HashMap::new();
+    let mut secrets: HashMap<String, Option<Arc<Secret>>> = HashMap::new();
+    let mut env: Vec<(String, String)> = Vec::new();
+    let set = |env: &mut Vec<(String, String)>, name: String, value: String| match env
+        .iter_mut()
+        .find(|(n, _)| *n == name)
+    {
+        Some(existing) => existing.1 = value,
+        None => env.push((name, value)),
+    };
     for source in container.env_from.iter().flatten() {
-        if let Some(cm) = source.config_map_ref.as_ref() {
-            return Err(no_client("configMap", namespace, &cm.name));
+        let prefix = source.prefix.as_deref().unwrap_or("");
+        let (kind, name, data) = if let Some(cm) = source.config_map_ref.as_ref() {
+            let objects = objects.ok_or_else(|| no_client("configMap", namespace, &cm.name))?;
+            let optional = cm.optional == Some(true);
+            let Some(config_map) =
+                cached_config_map(&mut config_maps, objects, namespace, &cm.name, optional)?
+            else {
+                continue;
+            };
+            let data: BTreeMap<String, String> = config_map
+                .data
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            ("configMap", &cm.name, data)
+        } else if let Some(secret_ref) = source.secret_ref.as_ref() {
+            let objects =
+                objects.ok_or_else(|| no_client("secret", namespace, &secret_ref.name))?;
+            let optional = secret_ref.optional == Some(true);
+            let Some(secret) =
+                cached_secret(&mut secrets, objects, namespace, &secret_ref.name, optional)?
+            else {
+                continue;
+            };
+            let data: BTreeMap<String, String> = secret_data(Some(&secret))
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
+                .collect();
+            ("secret", &secret_ref.name, data)
+        } else {
+            continue;
+        };
+        let mut invalid = Vec::new();
+        for (key, value) in data {
+            let key = format!("{prefix}{key}");
+            if !is_env_var_name(&key) {
+                invalid.push(key);
+                continue;
+            }
+            set(&mut env, key, value);
         }
-        if let Some(secret) = source.secret_ref.as_ref() {
-            return Err(no_client("secret", namespace, &secret.name));
+        if !invalid.is_empty() {
+            invalid.sort();
+            invalid_keys(format!(
+                "Keys [{}] from the EnvFrom {kind} {namespace}/{name} were skipped since they are considered invalid environment variable names.",
+                invalid.join(", ")
+            ));
         }
     }
-    let mut env: Vec<(String, String)> = Vec::new();
     for var in container.env.iter().flatten() {
-        let value = env_value(pod, container, var, &env, ctx)?;
-        match env.iter_mut().find(|(name, _)| *name == var.name) {
-            Some(existing) => existing.1 = value,
-            None => env.push((var.name.clone(), value)),
+        let value = match var.value_from.as_ref() {
+            Some(source) if var.value.as_deref().unwrap_or("").is_empty() => {
+                if let Some(cm) = source.config_map_key_ref.as_ref() {
+                    let objects =
+                        objects.ok_or_else(|| no_client("configMap", namespace, &cm.name))?;
+                    let optional = cm.optional == Some(true);
+                    let value = cached_config_map(
+                        &mut config_maps,
+                        objects,
+                        namespace,
+                        &cm.name,
+                        optional,
+                    )?
+                    .and_then(|c| c.data.as_ref()?.get(&cm.key).cloned());
+                    match value {
+                        Some(value) => value,
+                        None if optional => continue,
+                        None => {
+                            return Err(format!(
+                                "couldn't find key {} in ConfigMap {namespace}/{}",
+                                cm.key, cm.name
+                            ));
+                        }
+                    }
+                } else if let Some(key_ref) = source.secret_key_ref.as_ref() {
+                    let objects =
+                        objects.ok_or_else(|| no_client("secret", namespace, &key_ref.name))?;
+                    let optional = key_ref.optional == Some(true);
+                    let value =
+                        cached_secret(&mut secrets, objects, namespace, &key_ref.name, optional)?
+                            .and_then(|s| secret_data(Some(&s)).remove(&key_ref.key));
+                    match value {
+                        Some(value) => String::from_utf8_lossy(&value).into_owned(),
+                        None if optional => continue,
+                        None => {
+                            return Err(format!(
+                                "couldn't find key {} in Secret {namespace}/{}",
+                                key_ref.key, key_ref.name
+                            ));
+                        }
+                    }
+                } else if let Some(field) = source.field_ref.as_ref() {
+                    field_value(pod, &field.field_path, ctx)
+                        .ok_or_else(|| format!("unsupported fieldPath: {}", field.field_path))?
+                } else if let Some(resource) = source.resource_field_ref.as_ref() {
+                    resource_value(resource, container, ctx.allocatable)?
+                } else {
+                    String::new()
+                }
+            }
+            _ => expand_with(var.value.as_deref().unwrap_or(""), |name| {
+                env.iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| service_env.get(name).cloned())
+            }),
+        };
+        set(&mut env, var.name.clone(), value);
+    }
+    for (name, value) in service_env {
+        if !env.iter().any(|(n, _)| *n == name) {
+            env.push((name, value));
         }
     }
     Ok(env)
 }
 
-fn no_client(kind: &str, namespace: &str, name: &str) -> String {
-    format!("couldn't get {kind} {namespace}/{name}, no kubeClient defined")
+/// The service variables of `pod` (empty standalone). A pod from the API server waits
+/// until the Services were read once; a static pod takes what is there.
+fn service_env(
+    pod: &Pod,
+    objects: Option<&dyn ObjectSource>,
+) -> Result<BTreeMap<String, String>, String> {
+    let Some(objects) = objects else {
+        return Ok(BTreeMap::new());
+    };
+    match objects.services() {
+        Ok(services) => Ok(envvars::service_env_var_map(pod, &services)),
+        Err(_) if is_static_pod(pod) => Ok(BTreeMap::new()),
+        Err(_) => Err(
+            "services have not yet been read at least once, cannot construct envvars".to_owned(),
+        ),
+    }
 }
 
-fn env_value(
-    pod: &Pod,
-    container: &Container,
-    var: &EnvVar,
-    defined: &[(String, String)],
-    ctx: &EnvContext<'_>,
-) -> Result<String, String> {
-    let Some(source) = var.value_from.as_ref() else {
-        let lookup: HashMap<&str, &str> = defined
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        return Ok(expand(var.value.as_deref().unwrap_or(""), &lookup));
-    };
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
-    if let Some(field) = source.field_ref.as_ref() {
-        return field_value(pod, &field.field_path, ctx)
-            .ok_or_else(|| format!("unsupported fieldPath: {}", field.field_path));
+/// True for pods from a file or HTTP source (upstream `IsStaticPod`: a config source
+/// other than the API server).
+fn is_static_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONFIG_SOURCE_ANNOTATION))
+        .is_some_and(|source| source != API_SOURCE)
+}
+
+/// A valid variable name under the relaxed validation of v1.33
+/// (`RelaxedEnvironmentVariableValidation`, on by default): printable ASCII except `=`.
+fn is_env_var_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| (b' '..=b'~').contains(&b) && b != b'=')
+}
+
+/// ConfigMap `name` from `cache` or `objects`; `None` when missing and `optional`.
+fn cached_config_map(
+    cache: &mut HashMap<String, Option<Arc<ConfigMap>>>,
+    objects: &dyn ObjectSource,
+    namespace: &str,
+    name: &str,
+    optional: bool,
+) -> Result<Option<Arc<ConfigMap>>, String> {
+    if let Some(Some(found)) = cache.get(name) {
+        return Ok(Some(found.clone()));
     }
-    if let Some(resource) = source.resource_field_ref.as_ref() {
-        return resource_value(resource, container, ctx.allocatable);
+    let found =
+        get_optional_config_map(objects, namespace, name, optional).map_err(|e| e.to_string())?;
+    cache.insert(name.to_owned(), found.clone());
+    Ok(found)
+}
+
+/// Secret `name` from `cache` or `objects`; `None` when missing and `optional`.
+fn cached_secret(
+    cache: &mut HashMap<String, Option<Arc<Secret>>>,
+    objects: &dyn ObjectSource,
+    namespace: &str,
+    name: &str,
+    optional: bool,
+) -> Result<Option<Arc<Secret>>, String> {
+    if let Some(Some(found)) = cache.get(name) {
+        return Ok(Some(found.clone()));
     }
-    if let Some(cm) = source.config_map_key_ref.as_ref() {
-        return Err(no_client("configMap", namespace, &cm.name));
-    }
-    if let Some(secret) = source.secret_key_ref.as_ref() {
-        return Err(no_client("secret", namespace, &secret.name));
-    }
-    Ok(String::new())
+    let found =
+        get_optional_secret(objects, namespace, name, optional).map_err(|e| e.to_string())?;
+    cache.insert(name.to_owned(), found.clone());
+    Ok(found)
+}
+
+fn no_client(kind: &str, namespace: &str, name: &str) -> String {
+    format!("couldn't get {kind} {namespace}/{name}, no kubeClient defined")
 }
 
 /// Resolves a downward-API field path (upstream `podFieldSelectorRuntimeValue`).
@@ -295,9 +475,11 @@ pub fn expand_command_and_args(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::fake::FakeObjects;
+    use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::{
-        ConfigMapEnvSource, EnvFromSource, EnvVarSource, ObjectFieldSelector, PodSpec,
-        ResourceRequirements, SecretKeySelector,
+        ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource, EnvVar, EnvVarSource,
+        ObjectFieldSelector, PodSpec, ResourceRequirements, SecretEnvSource, SecretKeySelector,
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -373,6 +555,7 @@ mod tests {
             pod_ips: &ips,
             host_ip: "192.168.1.2",
             allocatable: NodeAllocatable::default(),
+            objects: None,
         };
         let env = make_environment(&pod, &container, &ctx).unwrap();
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -397,6 +580,7 @@ mod tests {
             pod_ips: &[],
             host_ip: "",
             allocatable: NodeAllocatable::default(),
+            objects: None,
         };
         let secret = Container {
             env: Some(vec![EnvVar {
@@ -451,6 +635,234 @@ mod tests {
         );
     }
 
+    fn api_pod(ns: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some(ns.into()),
+                annotations: Some(
+                    [(CONFIG_SOURCE_ANNOTATION.to_owned(), API_SOURCE.to_owned())].into(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                enable_service_links: Some(true),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn key_ref(name: &str, key: &str, optional: Option<bool>, secret: bool) -> EnvVarSource {
+        if secret {
+            EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: name.into(),
+                    key: key.into(),
+                    optional,
+                }),
+                ..Default::default()
+            }
+        } else {
+            EnvVarSource {
+                config_map_key_ref: Some(ConfigMapKeySelector {
+                    name: name.into(),
+                    key: key.into(),
+                    optional,
+                }),
+                ..Default::default()
+            }
+        }
+    }
+
+    fn from_ref(name: &str, key: &str, optional: Option<bool>, secret: bool) -> EnvVar {
+        EnvVar {
+            name: format!("V_{}", key.to_uppercase()),
+            value: None,
+            value_from: Some(key_ref(name, key, optional, secret)),
+        }
+    }
+
+    fn objects() -> Arc<FakeObjects> {
+        FakeObjects::with(|s| {
+            s.config_maps.insert(
+                ("ns".into(), "cfg".into()),
+                ConfigMap {
+                    data: Some(
+                        [
+                            ("mode".to_owned(), "fast".to_owned()),
+                            ("level".to_owned(), "3".to_owned()),
+                            ("bad=key".to_owned(), "x".to_owned()),
+                        ]
+                        .into(),
+                    ),
+                    ..Default::default()
+                },
+            );
+            s.secrets.insert(
+                ("ns".into(), "creds".into()),
+                Secret {
+                    data: Some([("password".to_owned(), ByteString(b"hunter2".to_vec()))].into()),
+                    ..Default::default()
+                },
+            );
+            s.services = Some(vec![
+                crate::kuberuntime::envvars::tests::service(
+                    "default",
+                    "kubernetes",
+                    "10.96.0.1",
+                    &[(Some("https"), 443, None)],
+                ),
+                crate::kuberuntime::envvars::tests::service(
+                    "ns",
+                    "db",
+                    "10.96.0.9",
+                    &[(None, 5432, None)],
+                ),
+            ]);
+        })
+    }
+
+    #[test]
+    fn config_map_and_secret_references_resolve() {
+        let fake = objects();
+        let ctx = EnvContext {
+            pod_ips: &[],
+            host_ip: "",
+            allocatable: NodeAllocatable::default(),
+            objects: Some(fake.as_ref()),
+        };
+        let container = Container {
+            env_from: Some(vec![
+                EnvFromSource {
+                    config_map_ref: Some(ConfigMapEnvSource {
+                        name: "cfg".into(),
+                        optional: None,
+                    }),
+                    prefix: Some("CFG_".into()),
+                    ..Default::default()
+                },
+                EnvFromSource {
+                    secret_ref: Some(SecretEnvSource {
+                        name: "creds".into(),
+                        optional: None,
+                    }),
+                    ..Default::default()
+                },
+                EnvFromSource {
+                    secret_ref: Some(SecretEnvSource {
+                        name: "absent".into(),
+                        optional: Some(true),
+                    }),
+                    ..Default::default()
+                },
+            ]),
+            env: Some(vec![
+                from_ref("cfg", "mode", None, false),
+                from_ref("creds", "password", None, true),
+                from_ref("cfg", "nope", Some(true), false),
+                from_ref("absent", "x", Some(true), false),
+                EnvVar {
+                    name: "URL".into(),
+                    value: Some("pg://$(DB_SERVICE_HOST):$(DB_SERVICE_PORT)/$(V_MODE)".into()),
+                    value_from: None,
+                },
+                EnvVar {
+                    name: "CFG_LEVEL".into(),
+                    value: Some("override".into()),
+                    value_from: None,
+                },
+            ]),
+            ..Default::default()
+        };
+        let mut warnings = Vec::new();
+        let env =
+            make_environment_reporting(&api_pod("ns"), &container, &ctx, &mut |m| warnings.push(m))
+                .unwrap();
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("CFG_mode"), Some("fast"));
+        assert_eq!(get("CFG_LEVEL"), Some("override"));
+        assert_eq!(get("CFG_level"), Some("3"));
+        assert_eq!(get("password"), Some("hunter2"));
+        assert_eq!(get("V_MODE"), Some("fast"));
+        assert_eq!(get("V_PASSWORD"), Some("hunter2"));
+        assert_eq!(get("V_NOPE"), None);
+        assert_eq!(get("V_X"), None);
+        assert_eq!(get("URL"), Some("pg://10.96.0.9:5432/fast"));
+        assert_eq!(get("KUBERNETES_SERVICE_HOST"), Some("10.96.0.1"));
+        assert_eq!(get("DB_PORT"), Some("tcp://10.96.0.9:5432"));
+        assert_eq!(
+            warnings,
+            vec![
+                "Keys [CFG_bad=key] from the EnvFrom configMap ns/cfg were skipped since they are considered invalid environment variable names."
+                    .to_owned()
+            ]
+        );
+        // Declared variables come first, in order; service variables last.
+        let position = |k: &str| env.iter().position(|(n, _)| n == k).unwrap();
+        assert!(position("CFG_mode") < position("V_MODE"));
+        assert!(position("URL") < position("KUBERNETES_SERVICE_HOST"));
+    }
+
+    #[test]
+    fn missing_references_fail_with_upstream_messages() {
+        let fake = objects();
+        let ctx = EnvContext {
+            pod_ips: &[],
+            host_ip: "",
+            allocatable: NodeAllocatable::default(),
+            objects: Some(fake.as_ref()),
+        };
+        let with = |var: EnvVar| Container {
+            env: Some(vec![var]),
+            ..Default::default()
+        };
+        let pod = api_pod("ns");
+        assert_eq!(
+            make_environment(&pod, &with(from_ref("cfg", "missing", None, false)), &ctx),
+            Err("couldn't find key missing in ConfigMap ns/cfg".into())
+        );
+        assert_eq!(
+            make_environment(&pod, &with(from_ref("creds", "user", None, true)), &ctx),
+            Err("couldn't find key user in Secret ns/creds".into())
+        );
+        assert_eq!(
+            make_environment(&pod, &with(from_ref("gone", "k", None, false)), &ctx),
+            Err("configmap \"gone\" not found".into())
+        );
+        // Services not read yet: pods from the API wait, static pods go on without them.
+        fake.edit(|s| s.services = None);
+        assert_eq!(
+            make_environment(&pod, &Container::default(), &ctx),
+            Err("services have not yet been read at least once, cannot construct envvars".into())
+        );
+        let mut static_pod = pod.clone();
+        static_pod.metadata.annotations =
+            Some([(CONFIG_SOURCE_ANNOTATION.to_owned(), "file".to_owned())].into());
+        assert_eq!(
+            make_environment(&static_pod, &Container::default(), &ctx),
+            Ok(vec![])
+        );
+        // Standalone: no service variables, API sources rejected.
+        let standalone = crate::objects::Standalone;
+        let ctx = EnvContext {
+            objects: Some(&standalone),
+            ..ctx
+        };
+        assert_eq!(
+            make_environment(&pod, &Container::default(), &ctx),
+            Ok(vec![])
+        );
+        assert_eq!(
+            make_environment(
+                &pod,
+                &with(from_ref("cfg", "mode", Some(true), false)),
+                &ctx
+            ),
+            Err("couldn't get configMap ns/cfg, no kubeClient defined".into())
+        );
+    }
+
     #[test]
     fn downward_api_fields() {
         let pod = Pod {
@@ -474,6 +886,7 @@ mod tests {
             pod_ips: &ips,
             host_ip: "192.168.1.2",
             allocatable: NodeAllocatable::default(),
+            objects: None,
         };
         let cases = [
             ("metadata.name", "p"),

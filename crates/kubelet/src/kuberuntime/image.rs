@@ -4,7 +4,10 @@
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
-use k8s_cri::v1::{ImageSpec, ImageStatusRequest, PodSandboxConfig, PullImageRequest};
+use k8s_cri::v1::{
+    AuthConfig, ImageSpec, ImageStatusRequest, PodSandboxConfig, PullImageRequest,
+    PullImageResponse,
+};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use tracing::info;
 
@@ -30,7 +33,8 @@ impl ImageManager {
     /// `ErrImageNeverPull`, `ErrImagePull` (a pull failed), `ImagePullBackOff` (a recent
     /// pull failed and its backoff has not expired). Records upstream's events on the
     /// container through `recorder`: `Pulling`, `Pulled`, `Failed`, `BackOff`,
-    /// `ErrImageNeverPull`, `InspectFailed`.
+    /// `ErrImageNeverPull`, `InspectFailed`. A pull tries each of `credentials` in order
+    /// (the pod's pull secrets matching the image), anonymously when there are none.
     pub async fn ensure_image_exists(
         &self,
         cri: &dyn Cri,
@@ -38,6 +42,7 @@ impl ImageManager {
         pod: &Pod,
         container: &Container,
         sandbox_config: &PodSandboxConfig,
+        credentials: &[AuthConfig],
     ) -> Result<String, SyncError> {
         let record = |event_type, reason: &str, message: &str| {
             recorder.container_event(pod, &container.name, "", event_type, reason, message);
@@ -115,13 +120,7 @@ impl ImageManager {
             &format!("Pulling image {requested:?}"),
         );
         let started = Instant::now();
-        let pulled = cri
-            .pull_image(PullImageRequest {
-                image: Some(spec),
-                auth: None,
-                sandbox_config: Some(sandbox_config.clone()),
-            })
-            .await;
+        let pulled = pull_with_credentials(cri, &spec, sandbox_config, credentials).await;
         match pulled {
             Ok(resp) => {
                 let size = cri
@@ -166,5 +165,87 @@ impl ImageManager {
         self.backoff
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Pulls `spec` with each of `credentials` until one succeeds (upstream `PullImage` of
+/// the kuberuntime image service), or without credentials when there are none. The
+/// error of several failed attempts joins their messages as `[a, b]`.
+async fn pull_with_credentials(
+    cri: &dyn Cri,
+    spec: &ImageSpec,
+    sandbox_config: &PodSandboxConfig,
+    credentials: &[AuthConfig],
+) -> Result<PullImageResponse, tonic::Status> {
+    let request = |auth: Option<AuthConfig>| PullImageRequest {
+        image: Some(spec.clone()),
+        auth,
+        sandbox_config: Some(sandbox_config.clone()),
+    };
+    if credentials.is_empty() {
+        return cri.pull_image(request(None)).await;
+    }
+    let mut errors = Vec::new();
+    for auth in credentials {
+        match cri.pull_image(request(Some(auth.clone()))).await {
+            Ok(pulled) => return Ok(pulled),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.len() == 1 {
+        return Err(errors.remove(0));
+    }
+    let messages: Vec<&str> = errors.iter().map(|e| e.message()).collect();
+    Err(tonic::Status::unknown(format!("[{}]", messages.join(", "))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cri::fake::FakeCri;
+
+    fn auth(user: &str) -> AuthConfig {
+        AuthConfig {
+            username: user.into(),
+            password: "p".into(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn pulls_try_each_credential_and_join_their_errors() {
+        let cri = FakeCri::default();
+        let spec = ImageSpec {
+            image: "reg.example.com/app:1".into(),
+            ..Default::default()
+        };
+        let sandbox = PodSandboxConfig::default();
+        assert!(
+            pull_with_credentials(&cri, &spec, &sandbox, &[])
+                .await
+                .is_ok()
+        );
+        assert!(
+            pull_with_credentials(&cri, &spec, &sandbox, &[auth("a")])
+                .await
+                .is_ok()
+        );
+        cri.fail_pulls_of("reg.example.com/app:1");
+        let one = pull_with_credentials(&cri, &spec, &sandbox, &[auth("a")])
+            .await
+            .unwrap_err();
+        let two = pull_with_credentials(&cri, &spec, &sandbox, &[auth("a"), auth("b")])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            two.message(),
+            format!("[{}, {}]", one.message(), one.message())
+        );
+        let pulls = cri
+            .calls()
+            .iter()
+            .filter(|c| c.starts_with("PullImage"))
+            .count();
+        assert_eq!(pulls, 5);
     }
 }

@@ -6,10 +6,12 @@ pub mod container;
 pub mod container_linux;
 pub mod dns;
 pub mod env;
+pub mod envvars;
 pub mod gc;
 pub mod image;
 pub mod image_ref;
 pub mod insecure_tls;
+pub mod keyring;
 pub mod kill;
 pub mod labels;
 pub mod lifecycle;
@@ -69,6 +71,9 @@ pub struct KubeGenericRuntimeManager {
     volume_manager: Option<Arc<VolumeManager>>,
     /// Where the runtime manager's events go (log-only by default).
     recorder: EventRecorder,
+    /// ConfigMaps, Secrets and Services of container environments (standalone by
+    /// default).
+    objects: Arc<dyn crate::objects::ObjectSource>,
     /// Pod DNS of the sandboxes.
     dns: DnsConfigurer,
 }
@@ -90,7 +95,15 @@ impl KubeGenericRuntimeManager {
             image_manager: ImageManager::default(),
             crash_backoff: Mutex::new(Backoff::default()),
             volume_manager: None,
+            objects: Arc::new(crate::objects::Standalone),
         }
+    }
+
+    /// This manager, resolving `envFrom`, `configMapKeyRef`, `secretKeyRef` and service
+    /// variables through `objects`.
+    pub fn with_object_source(mut self, objects: Arc<dyn crate::objects::ObjectSource>) -> Self {
+        self.objects = objects;
+        self
     }
 
     /// This manager, mounting the volumes that `volume_manager` set up into containers.

@@ -5,9 +5,10 @@
 //!   `/stats/summary`, `/metrics`, `/metrics/resource`;
 //! - the main port (`port`, HTTPS with the certificate of [`tls`], [`main_router`]):
 //!   the same plus `/runningpods/`, `/containerLogs/...`, `/exec/...`, `/attach/...`,
-//!   `/portForward/...` and `/logs/`. It has no authentication or authorization yet
-//!   (they come with the API server), which is why it listens on loopback by default.
+//!   `/portForward/...` and `/logs/`, every request authenticated and authorized by
+//!   [`auth`].
 
+pub mod auth;
 mod container_logs;
 pub mod cri_log;
 pub mod healthz;
@@ -34,6 +35,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
 use tracing::{debug, warn};
 
 use crate::cri::Cri;
@@ -116,7 +118,7 @@ pub async fn serve_tls(listener: TcpListener, tls: Arc<rustls::ServerConfig>, ap
             }
         };
         let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
+        let app = app.clone();
         tokio::spawn(async move {
             let tls = match acceptor.accept(tcp).await {
                 Ok(tls) => tls,
@@ -125,6 +127,20 @@ pub async fn serve_tls(listener: TcpListener, tls: Arc<rustls::ServerConfig>, ap
                     return;
                 }
             };
+            // The client's certificates, for the authenticator of every request.
+            let certificates = tls.get_ref().1.peer_certificates().map(|chain| {
+                auth::authn::PeerCertificates(Arc::new(
+                    chain.iter().map(|c| c.clone().into_owned()).collect(),
+                ))
+            });
+            let service = TowerToHyperService::new(app.map_request(
+                move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                    if let Some(certificates) = &certificates {
+                        request.extensions_mut().insert(certificates.clone());
+                    }
+                    request
+                },
+            ));
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), service)
                 .with_upgrades();

@@ -12,9 +12,11 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
-use rustls::ServerConfig;
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, ServerConfig, SignatureScheme};
 
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone)]
@@ -41,8 +43,17 @@ pub enum CertSource {
 /// upgrades need it). Uses the process-wide default crypto provider (the binary
 /// installs ring).
 ///
+/// With `client_verifier` (from `--client-ca-file`) the server requests, but does not
+/// require, a client certificate, as upstream's `tls.RequestClientCert`: the handshake
+/// only checks that the client holds the certificate's key, and the authenticator checks
+/// the chain, so that a request without (or with a bad) certificate can still present a
+/// bearer token and is refused with 401 rather than a failed handshake.
+///
 /// Errors: unreadable or invalid PEM files, a failed certificate generation or write.
-pub fn server_config(source: &CertSource) -> anyhow::Result<Arc<ServerConfig>> {
+pub fn server_config(
+    source: &CertSource,
+    client_verifier: Option<Arc<dyn ClientCertVerifier>>,
+) -> anyhow::Result<Arc<ServerConfig>> {
     let (cert, key) = match source {
         CertSource::Files { cert, key } => (cert.clone(), key.clone()),
         CertSource::SelfSigned {
@@ -57,12 +68,69 @@ pub fn server_config(source: &CertSource) -> anyhow::Result<Arc<ServerConfig>> {
     anyhow::ensure!(!chain.is_empty(), "no certificate in {}", cert.display());
     let key = PrivateKeyDer::from_pem_file(&key)
         .with_context(|| format!("reading private key {}", key.display()))?;
-    let mut config = ServerConfig::builder()
-        .with_no_client_auth()
+    let builder = ServerConfig::builder();
+    let builder = match client_verifier {
+        Some(inner) => builder.with_client_cert_verifier(Arc::new(RequestClientCert { inner })),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
         .with_single_cert(chain, key)
         .context("building the TLS configuration")?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Requests a client certificate and accepts any chain (upstream `tls.RequestClientCert`);
+/// the handshake signatures are still checked by `inner`, which the authenticator uses
+/// afterwards to verify the chain.
+#[derive(Debug)]
+struct RequestClientCert {
+    inner: Arc<dyn ClientCertVerifier>,
+}
+
+impl ClientCertVerifier for RequestClientCert {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 /// Returns the paths of `<dir>/kubelet.crt` and `<dir>/kubelet.key`, generating both

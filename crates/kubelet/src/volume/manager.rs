@@ -241,7 +241,7 @@ mod tests {
     use crate::kuberuntime::env::NodeAllocatable;
     use crate::volume::probe_volume_plugins;
     use k8s_openapi::api::core::v1::{
-        ConfigMapVolumeSource, EmptyDirVolumeSource, HostPathVolumeSource, PodSpec, Volume,
+        EmptyDirVolumeSource, HostPathVolumeSource, NFSVolumeSource, PodSpec, Volume,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -325,7 +325,7 @@ mod tests {
             },
             Volume {
                 name: "cm".into(),
-                config_map: Some(ConfigMapVolumeSource::default()),
+                nfs: Some(NFSVolumeSource::default()),
                 ..Default::default()
             },
             Volume {

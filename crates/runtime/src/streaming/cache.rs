@@ -48,7 +48,11 @@ impl RequestCache {
     /// Stores `request` and returns its new token; [`Error::ResourceExhausted`] when
     /// [`MAX_IN_FLIGHT`] unexpired requests are waiting (as upstream).
     pub fn insert(&self, request: Request) -> Result<String> {
-        let now = Instant::now();
+        self.insert_at(request, Instant::now())
+    }
+
+    /// [`RequestCache::insert`] at the time `now`.
+    fn insert_at(&self, request: Request, now: Instant) -> Result<String> {
         let mut entries = self.lock();
         entries.retain(|_, (expires, _)| *expires > now);
         if entries.len() >= MAX_IN_FLIGHT {
@@ -120,12 +124,15 @@ mod tests {
 
     #[test]
     fn in_flight_requests_are_bounded_and_expired_ones_make_room() {
-        let cache = RequestCache::new(Duration::from_millis(200));
+        // At fixed instants: a busy machine once let the first ones expire while the
+        // cache filled.
+        let ttl = Duration::from_millis(200);
+        let cache = RequestCache::new(ttl);
+        let start = Instant::now();
         for _ in 0..MAX_IN_FLIGHT {
-            cache.insert(exec("a")).unwrap();
+            cache.insert_at(exec("a"), start).unwrap();
         }
-        assert!(cache.insert(exec("a")).is_err());
-        std::thread::sleep(Duration::from_millis(250));
-        assert!(cache.insert(exec("a")).is_ok());
+        assert!(cache.insert_at(exec("a"), start + ttl / 2).is_err());
+        assert!(cache.insert_at(exec("a"), start + ttl).is_ok());
     }
 }

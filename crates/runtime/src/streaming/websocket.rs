@@ -156,6 +156,12 @@ async fn write_messages(
             return;
         }
     }
-    let _ = sink.send(Message::Close(None)).await;
+    // A normal closure (1000), as upstream's wsstream: client-go's WebSocket executor
+    // reports any other close code, an empty one (1005) included, as an error.
+    let normal = axum::extract::ws::CloseFrame {
+        code: axum::extract::ws::close_code::NORMAL,
+        reason: "".into(),
+    };
+    let _ = sink.send(Message::Close(Some(normal))).await;
     let _ = sink.close().await;
 }

@@ -23,8 +23,26 @@ impl Joined {
         ))
         .unwrap_or_else(|e| panic!("start skiff apiserver: {e:#}"));
         let kubeconfig = api.kubeconfig().display().to_string();
-        let cluster =
-            Cluster::start_with(Runtime::Embedded, vec!["--kubeconfig".into(), kubeconfig]);
+        // The main port as a kubeadm node's: client certificates of the cluster CA
+        // (the API server's `apiserver-kubelet-client` among them), tokens and
+        // authorization through the API server, no anonymous requests; on every address,
+        // as the API server dials the node's InternalIP.
+        let client_ca = api.data_dir().join("pki").join("ca.crt");
+        let cluster = Cluster::start_with(
+            Runtime::Embedded,
+            vec![
+                "--kubeconfig".into(),
+                kubeconfig,
+                "--client-ca-file".into(),
+                client_ca.display().to_string(),
+                "--anonymous-auth=false".into(),
+                "--authentication-token-webhook".into(),
+                "--authorization-mode".into(),
+                "Webhook".into(),
+                "--address".into(),
+                "0.0.0.0".into(),
+            ],
+        );
         Joined { cluster, api }
     }
 

@@ -103,39 +103,67 @@ pub async fn ensure_local_api_services(
         return Ok(());
     }
     for (group, version, group_priority, version_priority) in local_group_versions(registry) {
-        let name = format!("{version}.{group}");
         let spec = json!({
             "group": group,
             "version": version,
             "groupPriorityMinimum": group_priority,
             "versionPriority": version_priority,
         });
-        match objects.get(&resource, None, &name).await {
-            Ok(stored) if stored["spec"] == spec => {}
-            Ok(_) => {
-                let mut mutate = |current: &mut serde_json::Value| {
-                    current["spec"] = spec.clone();
-                    Ok(())
-                };
-                objects.update(&resource, None, &name, &mut mutate).await?;
-            }
-            Err(e) if e.code == 404 => {
-                let object = json!({
-                    "apiVersion": "apiregistration.k8s.io/v1",
-                    "kind": "APIService",
-                    "metadata": {"name": name, "labels": {AUTOMANAGED_LABEL: "onstart"}},
-                    "spec": spec,
-                });
-                match objects.create(&resource, None, object).await {
-                    Ok(_) => {}
-                    Err(e) if e.code == 409 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        }
+        ensure_api_service(
+            objects,
+            &format!("{version}.{group}"),
+            spec,
+            "onstart",
+            true,
+        )
+        .await?;
     }
     Ok(())
+}
+
+/// Creates the Local APIService `name` with `spec`, labelled
+/// `kube-aggregator.kubernetes.io/automanaged: <mode>` (`onstart` or `true`), or brings an
+/// existing one's spec back to `spec` (upstream autoregister). An existing APIService
+/// without that label is a user's: left alone unless `take_over`. Errors: the store's.
+pub(crate) async fn ensure_api_service(
+    objects: &dyn Objects,
+    name: &str,
+    spec: serde_json::Value,
+    mode: &str,
+    take_over: bool,
+) -> Result<(), ApiError> {
+    let resource = GroupResource::new("apiregistration.k8s.io", "apiservices");
+    match objects.get(&resource, None, name).await {
+        Ok(stored) if stored["spec"] == spec => Ok(()),
+        Ok(stored)
+            if !take_over
+                && stored["metadata"]["labels"][AUTOMANAGED_LABEL].as_str() != Some(mode) =>
+        {
+            Ok(())
+        }
+        Ok(_) => {
+            let mut mutate = |current: &mut serde_json::Value| {
+                current["spec"] = spec.clone();
+                Ok(())
+            };
+            objects.update(&resource, None, name, &mut mutate).await?;
+            Ok(())
+        }
+        Err(e) if e.code == 404 => {
+            let object = json!({
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": {"name": name, "labels": {AUTOMANAGED_LABEL: mode}},
+                "spec": spec,
+            });
+            match objects.create(&resource, None, object).await {
+                Ok(_) => Ok(()),
+                Err(e) if e.code == 409 => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

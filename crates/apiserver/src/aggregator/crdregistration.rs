@@ -51,37 +51,14 @@ pub async fn sync(registry: &Registry, objects: &dyn Objects) -> Result<(), ApiE
     }
     let wanted = wanted(registry);
     for (group, version) in &wanted {
-        let name = format!("{version}.{group}");
         let spec = json!({
             "group": group,
             "version": version,
             "groupPriorityMinimum": GROUP_PRIORITY_MINIMUM,
             "versionPriority": VERSION_PRIORITY,
         });
-        match objects.get(&resource, None, &name).await {
-            Ok(stored) if stored["spec"] == spec || !synced(&stored) => {}
-            Ok(_) => {
-                let mut mutate = |current: &mut Value| {
-                    current["spec"] = spec.clone();
-                    Ok(())
-                };
-                objects.update(&resource, None, &name, &mut mutate).await?;
-            }
-            Err(e) if e.code == 404 => {
-                let object = json!({
-                    "apiVersion": "apiregistration.k8s.io/v1",
-                    "kind": "APIService",
-                    "metadata": {"name": name, "labels": {AUTOMANAGED_LABEL: SYNCED}},
-                    "spec": spec,
-                });
-                match objects.create(&resource, None, object).await {
-                    Ok(_) => {}
-                    Err(e) if e.code == 409 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        }
+        let name = format!("{version}.{group}");
+        super::builtin::ensure_api_service(objects, &name, spec, SYNCED, false).await?;
     }
     for stored in objects.list(&resource, None).await? {
         if !synced(&stored) {

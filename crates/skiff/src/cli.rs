@@ -94,8 +94,9 @@ pub struct KubeletArgs {
     /// Address the kubelet's ports listen on [default: 127.0.0.1].
     #[arg(long, value_name = "IP")]
     pub address: Option<IpAddr>,
-    /// Main HTTPS port (logs, exec, attach, port-forward, stats; no authentication yet);
-    /// 0 disables it [default: 10250].
+    /// Main HTTPS port (logs, exec, attach, port-forward, stats; authenticated and
+    /// authorized as `--client-ca-file`, `--anonymous-auth`, `--authentication-token-webhook`
+    /// and `--authorization-mode` say); 0 disables it [default: 10250].
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
     /// Read-only HTTP port (`/healthz`, `/pods`, `/stats/summary`, `/metrics`); 0 disables

@@ -43,6 +43,19 @@ impl ObjectError {
     }
 }
 
+/// `lookup`'s object; `Ok(None)` when it is missing and the reference is `optional`
+/// (the `optional` of configMap and secret volumes, items and env references).
+pub(crate) fn optional_object<T>(
+    lookup: Result<T, ObjectError>,
+    optional: bool,
+) -> Result<Option<T>, ObjectError> {
+    match lookup {
+        Ok(object) => Ok(Some(object)),
+        Err(e) if e.is_not_found() && optional => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 impl std::fmt::Display for ObjectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -99,11 +99,7 @@ pub(crate) fn get_optional_config_map(
     name: &str,
     optional: bool,
 ) -> Result<Option<Arc<ConfigMap>>, ObjectError> {
-    match objects.get_config_map(namespace, name) {
-        Ok(cm) => Ok(Some(cm)),
-        Err(e) if e.is_not_found() && optional => Ok(None),
-        Err(e) => Err(e),
-    }
+    crate::objects::optional_object(objects.get_config_map(namespace, name), optional)
 }
 
 /// The payload of a configMap volume of `pod` (also the configMap source of a projected

@@ -58,11 +58,7 @@ pub(crate) fn get_optional_secret(
     name: &str,
     optional: bool,
 ) -> Result<Option<Arc<Secret>>, ObjectError> {
-    match objects.get_secret(namespace, name) {
-        Ok(secret) => Ok(Some(secret)),
-        Err(e) if e.is_not_found() && optional => Ok(None),
-        Err(e) => Err(e),
-    }
+    crate::objects::optional_object(objects.get_secret(namespace, name), optional)
 }
 
 /// The payload of a secret volume (also the secret source of a projected volume).

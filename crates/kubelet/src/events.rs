@@ -52,6 +52,8 @@ pub const ERR_IMAGE_NEVER_PULL_POLICY: &str = "ErrImageNeverPull";
 pub const BACK_OFF_PULL_IMAGE: &str = "BackOff";
 /// A pod volume could not be set up.
 pub const FAILED_MOUNT_VOLUME: &str = "FailedMount";
+/// The kubelet started (on the Node).
+pub const STARTING_KUBELET: &str = "Starting";
 /// A block volume could not be mapped.
 pub const FAILED_MAP_VOLUME: &str = "FailedMapVolume";
 /// Keys of an `envFrom` source were skipped as invalid variable names.

@@ -236,7 +236,7 @@ impl Kubelet {
         if errors.is_empty()
             && let Err(e) = self.volume_manager.unmount_pod_volumes(uid)
         {
-            errors.push(e);
+            errors.push(e.to_string());
         }
         self.reasons.remove_pod(uid);
         if !errors.is_empty() {

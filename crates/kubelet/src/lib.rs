@@ -10,6 +10,8 @@ pub mod client;
 pub mod cm;
 pub mod config;
 pub mod cri;
+pub mod csinode;
+pub mod error;
 pub mod events;
 pub mod eviction;
 pub mod garbage_collection;
@@ -198,7 +200,7 @@ pub async fn run(
     let status_manager = Arc::new(StatusManager::default());
     let (probe_results, probe_updates) = ProbeResults::new();
     let probe_manager = ProbeManager::new(
-        Arc::new(Prober::new(cri.clone()).with_recorder(recorder)),
+        Arc::new(Prober::new(cri.clone()).with_recorder(recorder.clone())),
         status_manager.clone(),
         probe_results.clone(),
     );
@@ -350,7 +352,7 @@ pub async fn run(
         pod_logs_dir: config.pod_logs_dir.clone(),
         log_root: PathBuf::from("/var/log"),
     };
-    // Node registration and status, and the node Lease (upstream: whenever there is a
+    // Node registration and status, the node Lease and the CSINode (upstream: whenever there is a
     // client; `registerNode` only decides the registration).
     if let Some(client) = &api {
         let pressure = eviction_manager.clone();
@@ -365,7 +367,15 @@ pub async fn run(
             pressure: Arc::new(move || pressure.node_conditions()),
             pleg: pleg_health.clone(),
             node_ip: node_ip_addr,
+            recorder: recorder.clone(),
         });
+        // Upstream `Kubelet.Run`: `Starting kubelet.` on the Node.
+        recorder.event(
+            &events::node_ref(&config.node_name),
+            events::EventType::Normal,
+            events::STARTING_KUBELET,
+            "Starting kubelet.",
+        );
         tasks.spawn(node_status.run());
         let lease = nodelease::NodeLeaseController::new(
             client.clone(),
@@ -373,6 +383,7 @@ pub async fn run(
             config.node_lease_duration_seconds,
         );
         tasks.spawn(lease.run());
+        tasks.spawn(csinode::CsiNodeInitializer::new(client.clone(), &config.node_name).run());
     }
     serve_ports(
         &config,

@@ -29,6 +29,7 @@ use k8s_cri::v1::{
 use tracing::{debug, warn};
 
 use crate::cri::Cri;
+use crate::error::{Error, Result};
 
 /// Suffix of a compressed rotated log.
 const GZ_SUFFIX: &str = ".gz";
@@ -88,7 +89,7 @@ impl ContainerLogManager {
 
     /// One pass over the running containers. Errors only when the containers cannot be
     /// listed; a container whose log fails to rotate is logged and skipped.
-    pub async fn rotate_logs(&self) -> Result<(), String> {
+    pub async fn rotate_logs(&self) -> Result<()> {
         let containers = self
             .cri
             .list_containers(ListContainersRequest {
@@ -100,7 +101,7 @@ impl ContainerLogManager {
                 }),
             })
             .await
-            .map_err(|e| format!("listing containers: {}", e.message()))?
+            .map_err(|e| Error::Log(format!("listing containers: {}", e.message())))?
             .containers;
         futures::stream::iter(containers)
             .for_each_concurrent(self.policy.max_workers.max(1), |container| async move {
@@ -112,7 +113,7 @@ impl ContainerLogManager {
         Ok(())
     }
 
-    async fn rotate_container(&self, id: &str) -> Result<(), String> {
+    async fn rotate_container(&self, id: &str) -> Result<()> {
         let status = self
             .cri
             .container_status(ContainerStatusRequest {
@@ -120,7 +121,7 @@ impl ContainerLogManager {
                 verbose: false,
             })
             .await
-            .map_err(|e| format!("container status: {}", e.message()))?
+            .map_err(|e| Error::Log(format!("container status: {}", e.message())))?
             .status
             .unwrap_or_default();
         if status.log_path.is_empty() {
@@ -133,7 +134,7 @@ impl ContainerLogManager {
                 // Removed from under the runtime: have it write a new file.
                 return self.reopen(id).await;
             }
-            Err(e) => return Err(format!("stat {}: {e}", path.display())),
+            Err(e) => return Err(Error::io("stat", &path, e)),
         };
         if size < self.policy.max_size {
             return Ok(());
@@ -143,15 +144,20 @@ impl ContainerLogManager {
             let path = path.clone();
             tokio::task::spawn_blocking(move || prepare_rotation(&path, policy.max_files))
                 .await
-                .map_err(|e| format!("preparing the rotation: {e}"))??
+                .map_err(|e| Error::Log(format!("preparing the rotation: {e}")))??
         };
         let rotated = rotated_name(&path, chrono::Utc::now());
         if rotated.exists() || prepared.iter().any(|p| p == &rotated) {
             // Rotated this very second already: next time.
             return Ok(());
         }
-        std::fs::rename(&path, &rotated)
-            .map_err(|e| format!("renaming {} to {}: {e}", path.display(), rotated.display()))?;
+        std::fs::rename(&path, &rotated).map_err(|e| {
+            Error::Log(format!(
+                "renaming {} to {}: {e}",
+                path.display(),
+                rotated.display()
+            ))
+        })?;
         if let Err(e) = self.reopen(id).await {
             // The runtime still writes the renamed file: give it its name back.
             if let Err(undo) = std::fs::rename(&rotated, &path) {
@@ -163,14 +169,14 @@ impl ContainerLogManager {
         Ok(())
     }
 
-    async fn reopen(&self, id: &str) -> Result<(), String> {
+    async fn reopen(&self, id: &str) -> Result<()> {
         self.cri
             .reopen_container_log(ReopenContainerLogRequest {
                 container_id: id.to_owned(),
             })
             .await
             .map(|_| ())
-            .map_err(|e| format!("reopening the container log: {}", e.message()))
+            .map_err(|e| Error::Log(format!("reopening the container log: {}", e.message())))
     }
 }
 
@@ -223,7 +229,7 @@ fn rotated_files(log: &Path) -> Vec<PathBuf> {
 
 /// Steps 1 to 3 of a rotation of `log`: leftovers removed, the oldest rotated files removed
 /// to leave `max_files - 2`, all but the newest compressed. Returns the rotated files left.
-fn prepare_rotation(log: &Path, max_files: usize) -> Result<Vec<PathBuf>, String> {
+fn prepare_rotation(log: &Path, max_files: usize) -> Result<Vec<PathBuf>> {
     // 1. Leftovers of an interrupted rotation.
     if let (Some(dir), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str())) {
         let prefix = format!("{name}.");
@@ -283,7 +289,7 @@ fn remove(path: &Path) {
 }
 
 /// Gzips `path` into `<path>.gz` (through `<path>.gz.tmp`), then removes `path`.
-fn compress(path: &Path) -> Result<PathBuf, String> {
+fn compress(path: &Path) -> Result<PathBuf> {
     let gz = gz_name(path);
     let mut tmp = gz.as_os_str().to_owned();
     tmp.push(TMP_SUFFIX);
@@ -298,7 +304,7 @@ fn compress(path: &Path) -> Result<PathBuf, String> {
     })();
     if let Err(e) = result {
         remove(&tmp);
-        return Err(format!("compressing {}: {e}", path.display()));
+        return Err(Error::io("compressing", path, e));
     }
     remove(path);
     Ok(gz)

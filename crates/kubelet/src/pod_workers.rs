@@ -1,8 +1,12 @@
 //! Pod workers (upstream `pkg/kubelet/pod_workers.go`): one serial task per pod UID.
 //! Updates that arrive while a worker is busy are coalesced: the worker only ever sees
 //! the latest desired state. Once a pod is being terminated, syncs are ignored.
+//!
+//! The per-pod work itself sits behind [`PodSyncer`] (upstream's `podSyncer` interface),
+//! which the [`Kubelet`] implements; the workers only order and coalesce it.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -17,6 +21,43 @@ use crate::metrics;
 const TERMINATE_ATTEMPTS: u32 = 5;
 /// Pause between termination attempts.
 const TERMINATE_RETRY: Duration = Duration::from_secs(2);
+
+/// The per-pod work the pod workers run (upstream `podSyncer` in
+/// `pkg/kubelet/pod_workers.go`). A worker calls one method at a time for its pod, never
+/// two for the same pod at once; different pods run concurrently.
+pub(crate) trait PodSyncer: Send + Sync + 'static {
+    /// Brings the pod to its desired state and publishes its status (upstream
+    /// `SyncPod`); returns when the worker should sync it again.
+    fn sync_pod(&self, pod: &Pod) -> impl Future<Output = Duration> + Send;
+
+    /// Stops the pod's containers with the grace period `grace_override` (seconds) or
+    /// the pod's, and cleans up what it left (upstream `SyncTerminatingPod` followed by
+    /// `SyncTerminatedPod`). Returns false when something could not be cleaned up: the
+    /// worker retries a few times and reports the pod terminated either way.
+    fn sync_terminating_pod(
+        &self,
+        pod: &Pod,
+        grace_override: Option<i64>,
+    ) -> impl Future<Output = bool> + Send;
+
+    /// The phase of pod `uid`'s latest status (`Running`, ...), for the pod start
+    /// duration metric; `None` before the pod has a status.
+    fn pod_phase(&self, uid: &str) -> Option<String>;
+}
+
+impl PodSyncer for Kubelet {
+    async fn sync_pod(&self, pod: &Pod) -> Duration {
+        Kubelet::sync_pod(self, pod).await
+    }
+
+    async fn sync_terminating_pod(&self, pod: &Pod, grace_override: Option<i64>) -> bool {
+        Kubelet::sync_terminating_pod(self, pod, grace_override).await
+    }
+
+    fn pod_phase(&self, uid: &str) -> Option<String> {
+        self.status_manager.get_pod_status(uid)?.phase
+    }
+}
 
 /// What a pod worker should do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,24 +148,34 @@ impl PodWorkerStates {
     }
 }
 
-/// The pod workers, driven by the SyncLoop.
-pub struct PodWorkers {
-    kubelet: Arc<Kubelet>,
+/// The pod workers, driven by the SyncLoop; `S` runs the per-pod work (the [`Kubelet`]
+/// outside tests).
+pub struct PodWorkers<S = Kubelet> {
+    syncer: Arc<S>,
     workers: HashMap<String, Worker>,
     results: mpsc::UnboundedSender<WorkerResult>,
     states: PodWorkerStates,
 }
 
-impl PodWorkers {
-    /// Workers running `kubelet`'s sync functions, reporting to `results` and publishing
+impl PodWorkers<Kubelet> {
+    /// The kubelet the workers run.
+    pub fn kubelet(&self) -> &Arc<Kubelet> {
+        &self.syncer
+    }
+}
+
+// `PodSyncer` stays crate-private: outside the crate only `PodWorkers<Kubelet>` is used.
+#[allow(private_bounds)]
+impl<S: PodSyncer> PodWorkers<S> {
+    /// Workers running `syncer`'s sync functions, reporting to `results` and publishing
     /// which pods they hold in `states`.
     pub fn new(
-        kubelet: Arc<Kubelet>,
+        syncer: Arc<S>,
         results: mpsc::UnboundedSender<WorkerResult>,
         states: PodWorkerStates,
     ) -> Self {
         Self {
-            kubelet,
+            syncer,
             workers: HashMap::new(),
             results,
             states,
@@ -153,7 +204,7 @@ impl PodWorkers {
         let (tx, rx) = watch::channel(PodWork { pod, update });
         let task = tokio::spawn(pod_worker_loop(
             uid.clone(),
-            self.kubelet.clone(),
+            self.syncer.clone(),
             rx,
             self.results.clone(),
         ));
@@ -176,11 +227,6 @@ impl PodWorkers {
     /// True when a worker exists for `uid`.
     pub fn is_known(&self, uid: &str) -> bool {
         self.workers.contains_key(uid)
-    }
-
-    /// The kubelet the workers run.
-    pub fn kubelet(&self) -> &Arc<Kubelet> {
-        &self.kubelet
     }
 
     /// True when pod `uid` is being terminated.
@@ -217,15 +263,10 @@ impl PodWorkers {
     }
 }
 
-/// The phase of the pod's latest status.
-fn pod_phase(kubelet: &Kubelet, uid: &str) -> Option<String> {
-    kubelet.status_manager.get_pod_status(uid)?.phase
-}
-
 /// Runs the work of one pod, one unit at a time, until the pod is terminated.
-async fn pod_worker_loop(
+async fn pod_worker_loop<S: PodSyncer>(
     uid: String,
-    kubelet: Arc<Kubelet>,
+    syncer: Arc<S>,
     mut work: watch::Receiver<PodWork>,
     results: mpsc::UnboundedSender<WorkerResult>,
 ) {
@@ -238,11 +279,11 @@ async fn pod_worker_loop(
         match update {
             UpdateType::Sync => {
                 let started = Instant::now();
-                let retry_after = kubelet.sync_pod(&pod).await;
+                let retry_after = syncer.sync_pod(&pod).await;
                 let m = metrics::metrics();
                 m.observe_pod_worker(if synced_once { "sync" } else { "create" }, started);
                 synced_once = true;
-                if !seen_running && pod_phase(&kubelet, &uid).as_deref() == Some("Running") {
+                if !seen_running && syncer.pod_phase(&uid).as_deref() == Some("Running") {
                     seen_running = true;
                     m.pod_start_duration
                         .observe(first_seen.elapsed().as_secs_f64());
@@ -255,7 +296,7 @@ async fn pod_worker_loop(
             UpdateType::Kill { grace_override } => {
                 let started = Instant::now();
                 for attempt in 1..=TERMINATE_ATTEMPTS {
-                    if kubelet.sync_terminating_pod(&pod, grace_override).await
+                    if syncer.sync_terminating_pod(&pod, grace_override).await
                         || attempt == TERMINATE_ATTEMPTS
                     {
                         break;
@@ -290,5 +331,167 @@ mod states_tests {
         assert!(states.should_pod_content_be_removed("u2"));
         states.lock().workers.remove("u1");
         assert!(states.should_pod_content_be_removed("u1"));
+    }
+}
+
+#[cfg(test)]
+mod worker_tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use tokio::sync::Semaphore;
+
+    /// One call a worker made, with the pod's resource version (the update's "version").
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Call {
+        Sync(String),
+        Terminate(String, Option<i64>),
+    }
+
+    /// A syncer whose calls block until the test hands out a permit: the worker is busy
+    /// for as long as the test wants. Terminations fail `failing_terminations` times.
+    struct FakeSyncer {
+        calls: Mutex<Vec<Call>>,
+        started: mpsc::UnboundedSender<Call>,
+        permits: Semaphore,
+        failing_terminations: Mutex<u32>,
+    }
+
+    impl FakeSyncer {
+        async fn run(&self, call: Call) {
+            self.calls
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(call.clone());
+            let _ = self.started.send(call);
+            if let Ok(permit) = self.permits.acquire().await {
+                permit.forget();
+            }
+        }
+    }
+
+    fn version(pod: &Pod) -> String {
+        pod.metadata.resource_version.clone().unwrap_or_default()
+    }
+
+    impl PodSyncer for FakeSyncer {
+        async fn sync_pod(&self, pod: &Pod) -> Duration {
+            self.run(Call::Sync(version(pod))).await;
+            Duration::from_secs(60)
+        }
+
+        async fn sync_terminating_pod(&self, pod: &Pod, grace_override: Option<i64>) -> bool {
+            self.run(Call::Terminate(version(pod), grace_override))
+                .await;
+            let mut failing = self
+                .failing_terminations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if *failing > 0 {
+                *failing -= 1;
+                return false;
+            }
+            true
+        }
+
+        fn pod_phase(&self, _uid: &str) -> Option<String> {
+            None
+        }
+    }
+
+    fn pod(uid: &str, version: &str) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                name: Some("web".to_owned()),
+                namespace: Some("default".to_owned()),
+                uid: Some(uid.to_owned()),
+                resource_version: Some(version.to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    /// Upstream's worker semantics: updates sent while the worker is busy are coalesced
+    /// into the latest; a Sync after a Kill is ignored; Terminated is reported once, even
+    /// when termination needs several attempts and more kills arrive.
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_worker_sees_only_the_latest_update_and_terminates_once() {
+        let uid = "pod-workers-coalescing-uid";
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let syncer = Arc::new(FakeSyncer {
+            calls: Mutex::new(Vec::new()),
+            started: started_tx,
+            permits: Semaphore::new(0),
+            failing_terminations: Mutex::new(1),
+        });
+        let (results_tx, mut results) = mpsc::unbounded_channel();
+        let states = PodWorkerStates::default();
+        let mut workers = PodWorkers::new(syncer.clone(), results_tx, states.clone());
+
+        workers.update_pod(pod(uid, "1"), UpdateType::Sync);
+        assert_eq!(started.recv().await, Some(Call::Sync("1".into())));
+        // Busy with version 1: versions 2..4 arrive; only 4 may be synced.
+        for v in ["2", "3", "4"] {
+            workers.update_pod(pod(uid, v), UpdateType::Sync);
+        }
+        syncer.permits.add_permits(1);
+        assert_eq!(started.recv().await, Some(Call::Sync("4".into())));
+        // Busy with version 4: a kill, then a sync that must be ignored.
+        let kill = UpdateType::Kill {
+            grace_override: Some(3),
+        };
+        workers.update_pod(pod(uid, "k"), kill);
+        assert!(workers.is_terminating(uid));
+        workers.update_pod(pod(uid, "5"), UpdateType::Sync);
+        syncer.permits.add_permits(1);
+        assert_eq!(
+            started.recv().await,
+            Some(Call::Terminate("k".into(), Some(3)))
+        );
+        // The first attempt fails; the worker retries after its pause.
+        syncer.permits.add_permits(1);
+        assert_eq!(
+            started.recv().await,
+            Some(Call::Terminate("k".into(), Some(3)))
+        );
+        // A second kill while terminating replaces the pending work, not the outcome.
+        workers.update_pod(pod(uid, "k2"), kill);
+        syncer.permits.add_permits(1);
+
+        let mut reported = Vec::new();
+        while let Ok(Some(result)) =
+            tokio::time::timeout(Duration::from_secs(30), results.recv()).await
+        {
+            reported.push(result);
+        }
+        let synced = WorkerResult::Synced {
+            uid: uid.to_owned(),
+            retry_after: Duration::from_secs(60),
+        };
+        assert_eq!(
+            reported,
+            vec![
+                synced.clone(),
+                synced,
+                WorkerResult::Terminated {
+                    uid: uid.to_owned()
+                },
+            ]
+        );
+        assert_eq!(
+            *syncer.calls.lock().unwrap_or_else(PoisonError::into_inner),
+            vec![
+                Call::Sync("1".into()),
+                Call::Sync("4".into()),
+                Call::Terminate("k".into(), Some(3)),
+                Call::Terminate("k".into(), Some(3)),
+            ],
+            "stale updates, the sync after the kill and the second kill must not run"
+        );
+        assert!(!states.should_pod_content_be_removed(uid));
+        workers.forget(uid);
+        assert!(states.is_terminated(uid));
+        assert!(!workers.is_known(uid));
+        workers.shutdown();
     }
 }

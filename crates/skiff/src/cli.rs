@@ -245,19 +245,19 @@ fn authorization_mode(s: &str) -> anyhow::Result<AuthorizationMode> {
     kubelet_configuration::parse_authorization_mode(s)
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
+fn duration(s: &str) -> Result<Duration, skiff_kubelet::error::Error> {
     kubelet_configuration::parse_duration(s)
 }
 
-fn log_max_size(s: &str) -> Result<u64, String> {
+fn log_max_size(s: &str) -> Result<u64, skiff_kubelet::error::Error> {
     kubelet_configuration::parse_log_max_size(s)
 }
 
-fn map_string_string(s: &str) -> Result<BTreeMap<String, String>, String> {
+fn map_string_string(s: &str) -> Result<BTreeMap<String, String>, skiff_kubelet::error::Error> {
     kubelet_configuration::parse_map_string_string(s)
 }
 
-fn eviction_thresholds(s: &str) -> Result<BTreeMap<String, String>, String> {
+fn eviction_thresholds(s: &str) -> Result<BTreeMap<String, String>, skiff_kubelet::error::Error> {
     kubelet_configuration::parse_eviction_thresholds(s)
 }
 

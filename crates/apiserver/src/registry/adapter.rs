@@ -198,6 +198,13 @@ impl<S: Strategy> Kind for Adapter<S> {
             .validate_part_update(subresource, &self.typed(new)?, &self.typed(old)?))
     }
 
+    async fn mutate_create(&self, ctx: &Context<'_>, object: &mut Value) -> Result<(), ApiError> {
+        let mut typed = self.typed(object)?;
+        self.strategy.mutate_create(ctx, &mut typed).await?;
+        *object = encode(&typed)?;
+        Ok(())
+    }
+
     async fn admit_create(&self, ctx: &Context<'_>, object: &mut Value) -> Result<(), ApiError> {
         let mut typed = self.typed(object)?;
         self.strategy.admit_create(ctx, &mut typed).await?;

@@ -496,8 +496,19 @@ pub trait Strategy: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Mutating admission of a create (upstream's mutating admission plugins, such as
+    /// ServiceAccount and Priority for pods): runs on the defaulted object with its name,
+    /// before `prepare_for_create` and validation, so what it adds is validated.
+    async fn mutate_create(
+        &self,
+        _ctx: &Context<'_>,
+        _object: &mut Self::Object,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
     /// Work before a create is stored that needs other objects (a Service's cluster IP and
-    /// node ports). Runs after validation.
+    /// node ports) and validating admission. Runs after validation.
     async fn admit_create(
         &self,
         _ctx: &Context<'_>,
@@ -658,6 +669,10 @@ pub trait Kind: Send + Sync {
         new: &Value,
         old: &Value,
     ) -> Result<ErrorList, ApiError>;
+    /// See [`Strategy::mutate_create`].
+    async fn mutate_create(&self, _ctx: &Context<'_>, _object: &mut Value) -> Result<(), ApiError> {
+        Ok(())
+    }
     async fn admit_create(&self, ctx: &Context<'_>, object: &mut Value) -> Result<(), ApiError>;
     async fn admit_update(
         &self,

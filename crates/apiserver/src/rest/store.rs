@@ -271,9 +271,10 @@ impl<'a> Store<'a> {
         )
     }
 
-    /// Creates `object` in `namespace` (upstream Store.Create with BeforeCreate):
-    /// namespace checks, defaulting, metadata, validation (422), admission hooks, then the
-    /// write (skipped on dry run). Errors: 404 for a missing namespace, 409 when the name
+    /// Creates `object` in `namespace` (upstream's create handler and Store.Create with
+    /// BeforeCreate): namespace checks, defaulting, metadata, mutating admission,
+    /// `prepare_for_create`, validation (422), validating admission and allocation, then
+    /// the write (skipped on dry run). Errors: 404 for a missing namespace, 409 when the name
     /// is taken.
     pub async fn create(
         &self,
@@ -287,7 +288,10 @@ impl<'a> Store<'a> {
         }
         self.kind.default(&mut object)?;
         meta::prepare_create(self.kind.as_ref(), &mut object)?;
+        // Managed fields record the request's object, not what admission adds (upstream
+        // tracks them in the handler before admission).
         object = self.track_fields(None, object);
+        self.kind.mutate_create(ctx, &mut object).await?;
         self.kind.prepare_for_create(&mut object)?;
         let mut errors = meta::validate(self.kind.as_ref(), &object)?;
         errors.extend(self.kind.validate(&object)?);

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::resources::ResourceConfig;
+use crate::error::{Error, Result};
 
 /// Controllers enabled for the kubelet's cgroups on cgroup v2 (when the parent has them).
 const V2_CONTROLLERS: [&str; 6] = ["cpuset", "cpu", "io", "memory", "hugetlb", "pids"];
@@ -279,7 +280,7 @@ impl CgroupFs {
                 result = remove_tree(dir);
             }
             if let Err(e) = result {
-                failures.push(e);
+                failures.push(e.to_string());
             }
         }
         anyhow::ensure!(
@@ -364,11 +365,11 @@ fn kill_tasks(dir: &Path) {
 
 /// Removes a cgroup directory and its child cgroups, deepest first (a cgroup directory
 /// holds only control files, which `rmdir` takes along).
-fn remove_tree(dir: &Path) -> Result<(), String> {
+fn remove_tree(dir: &Path) -> Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+        Err(e) => return Err(Error::Cgroup(format!("{}: {e}", dir.display()))),
     };
     for entry in entries.flatten() {
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
@@ -376,7 +377,9 @@ fn remove_tree(dir: &Path) -> Result<(), String> {
         }
     }
     match std::fs::remove_dir(dir) {
-        Err(e) if e.kind() != ErrorKind::NotFound => Err(format!("{}: {e}", dir.display())),
+        Err(e) if e.kind() != ErrorKind::NotFound => {
+            Err(Error::Cgroup(format!("{}: {e}", dir.display())))
+        }
         _ => Ok(()),
     }
 }

@@ -27,6 +27,7 @@ use tracing::{error, info, warn};
 use super::Snapshot;
 use super::static_pod::{FILE_SOURCE, apply_static_pod_defaults, static_pod_uid};
 use super::validation::validate_pod;
+use crate::error::{Error, Result};
 
 /// Manifest extensions read from the directory (upstream reads YAML and JSON).
 const MANIFEST_EXTENSIONS: &[&str] = &["yaml", "yml", "json"];
@@ -201,7 +202,7 @@ impl FileSource {
                 content
             }
             Err(problem) => {
-                self.report_unreadable(path, problem);
+                self.report_unreadable(path, problem.to_string());
                 return;
             }
         };
@@ -275,67 +276,71 @@ fn manifest_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// directory ("not recursing into manifest path"), anything else that is no regular file,
 /// a dangling link, a link loop, a file too large. Nothing that is not a regular file is
 /// ever opened (a FIFO would block), and the file read is checked to be the one stat'ed.
-fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("could not get metadata: {e}"))?;
+fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Error::Config(format!("could not get metadata: {e}")))?;
     if meta.is_dir() {
-        return Err("not recursing into manifest path: it is a directory".to_owned());
+        return Err(Error::Config(
+            "not recursing into manifest path: it is a directory".to_owned(),
+        ));
     }
     if !meta.is_file() {
-        return Err("manifest path is not a directory or file".to_owned());
+        return Err(Error::Config(
+            "manifest path is not a directory or file".to_owned(),
+        ));
     }
     if meta.len() > MAX_MANIFEST_BYTES {
-        return Err(format!(
+        return Err(Error::Config(format!(
             "manifest is {} bytes, more than the limit of {MAX_MANIFEST_BYTES} bytes",
             meta.len()
-        ));
+        )));
     }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| format!("could not open: {e}"))?;
+        .map_err(|e| Error::Config(format!("could not open: {e}")))?;
     let opened = file
         .metadata()
-        .map_err(|e| format!("could not stat: {e}"))?;
+        .map_err(|e| Error::Config(format!("could not stat: {e}")))?;
     if !opened.is_file() || (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
-        return Err("manifest changed while it was opened".to_owned());
+        return Err(Error::Config(
+            "manifest changed while it was opened".to_owned(),
+        ));
     }
     let mut content = Vec::with_capacity(opened.len() as usize);
     file.take(MAX_MANIFEST_BYTES + 1)
         .read_to_end(&mut content)
-        .map_err(|e| format!("could not read: {e}"))?;
+        .map_err(|e| Error::Config(format!("could not read: {e}")))?;
     if content.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(format!(
+        return Err(Error::Config(format!(
             "manifest grew beyond the limit of {MAX_MANIFEST_BYTES} bytes"
-        ));
+        )));
     }
     Ok(content)
 }
 
 /// Parses one manifest (JSON for `.json`, else YAML) into a defaulted, validated pod.
-pub fn parse_manifest(
-    path: &Path,
-    content: &[u8],
-    node_name: &str,
-    seen: &str,
-) -> Result<Pod, String> {
+pub fn parse_manifest(path: &Path, content: &[u8], node_name: &str, seen: &str) -> Result<Pod> {
     if content.iter().all(u8::is_ascii_whitespace) {
-        return Err("manifest is empty".to_owned());
+        return Err(Error::Config("manifest is empty".to_owned()));
     }
     let is_json = path.extension().is_some_and(|e| e == "json");
     // YAML becomes JSON first and the pod is decoded from that, as upstream decodes a
     // manifest, so JSON's types hold (`name: 12345` is a number, not a name).
     let mut pod: Pod = if is_json {
         skiff_api::yaml::check_nesting(content, skiff_api::yaml::MAX_FLOW_DEPTH)
-            .map_err(|e| format!("invalid JSON pod: {e}"))?;
-        serde_json::from_slice(content).map_err(|e| format!("invalid JSON pod: {e}"))?
+            .map_err(|e| Error::Config(format!("invalid JSON pod: {e}")))?;
+        serde_json::from_slice(content)
+            .map_err(|e| Error::Config(format!("invalid JSON pod: {e}")))?
     } else {
-        let value =
-            skiff_api::yaml::to_json(content).map_err(|e| format!("invalid YAML pod: {e}"))?;
-        serde_json::from_value(value).map_err(|e| format!("invalid YAML pod: {e}"))?
+        let value = skiff_api::yaml::to_json(content)
+            .map_err(|e| Error::Config(format!("invalid YAML pod: {e}")))?;
+        serde_json::from_value(value)
+            .map_err(|e| Error::Config(format!("invalid YAML pod: {e}")))?
     };
     if pod.metadata.name.as_deref().unwrap_or("").is_empty() {
-        return Err("metadata.name: Required value".to_owned());
+        return Err(Error::Config("metadata.name: Required value".to_owned()));
     }
     let uid = static_pod_uid(node_name, path, content);
     apply_static_pod_defaults(&mut pod, node_name, FILE_SOURCE, uid, seen);
@@ -349,7 +354,7 @@ mod tests {
 
     const GOOD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: busybox\n";
 
-    fn parse(name: &str, content: &str) -> Result<Pod, String> {
+    fn parse(name: &str, content: &str) -> Result<Pod> {
         parse_manifest(Path::new(name), content.as_bytes(), "node1", "T")
     }
 
@@ -366,7 +371,12 @@ mod tests {
 
     #[test]
     fn parse_errors_are_clear() {
-        let err = |name: &str, c: &str| parse(name, c).err().unwrap_or_default();
+        let err = |name: &str, c: &str| {
+            parse(name, c)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
         assert!(err("/m/a.yaml", "").contains("empty"));
         assert!(err("/m/a.yaml", "metadata: [unclosed").contains("invalid YAML"));
         assert!(err("/m/a.json", "{").contains("invalid JSON"));
@@ -540,7 +550,12 @@ mod tests {
 
     #[test]
     fn metadata_is_validated_with_json_types() {
-        let err = |c: &str| parse("/m/a.yaml", c).err().unwrap_or_default();
+        let err = |c: &str| {
+            parse("/m/a.yaml", c)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
         let number = GOOD.replace("name: web", "name: 12345");
         assert!(
             err(&number).contains("expected a string"),

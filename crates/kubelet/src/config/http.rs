@@ -21,6 +21,7 @@ use tracing::{info, warn};
 use super::Snapshot;
 use super::static_pod::{HTTP_SOURCE, apply_static_pod_defaults, http_pod_uid};
 use super::validation::validate_pod;
+use crate::error::{Error, Result};
 
 /// Timeout of one request (upstream's http client: 10 s).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -28,7 +29,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_BODY: u64 = 10 << 20;
 
 /// What one request gave: the HTTP status and body, or a transport error.
-pub type FetchResult = Result<(u16, Vec<u8>), String>;
+pub type FetchResult = Result<(u16, Vec<u8>)>;
 
 /// Polls one manifest URL and sends a snapshot of its pods whenever the body changes.
 pub struct HttpSource {
@@ -89,7 +90,7 @@ impl HttpSource {
                 (self.agent.clone(), self.url.clone(), self.headers.clone());
             let fetched = tokio::task::spawn_blocking(move || fetch(&agent, &url, &headers))
                 .await
-                .unwrap_or_else(|e| Err(format!("request task failed: {e}")));
+                .unwrap_or_else(|e| Err(Error::Config(format!("request task failed: {e}"))));
             let seen = crate::status::now().to_string();
             let (pods, error) = self.handle(fetched, &seen);
             match error {
@@ -122,7 +123,7 @@ impl HttpSource {
     ) -> (Option<Vec<Pod>>, Option<String>) {
         let (status, body) = match fetched {
             Ok(response) => response,
-            Err(e) => return (None, Some(e)),
+            Err(e) => return (None, Some(e.to_string())),
         };
         if status != 200 {
             return (None, Some(format!("{}: HTTP status {status}", self.url)));
@@ -155,30 +156,32 @@ fn fetch(agent: &ureq::Agent, url: &str, headers: &BTreeMap<String, Vec<String>>
             request = request.header(name, value);
         }
     }
-    let mut response = request.call().map_err(|e| format!("GET {url}: {e}"))?;
+    let mut response = request
+        .call()
+        .map_err(|e| Error::Config(format!("GET {url}: {e}")))?;
     let status = response.status().as_u16();
     let body = response
         .body_mut()
         .with_config()
         .limit(MAX_BODY)
         .read_to_vec()
-        .map_err(|e| format!("GET {url}: reading the body: {e}"))?;
+        .map_err(|e| Error::Config(format!("GET {url}: reading the body: {e}")))?;
     Ok((status, body))
 }
 
 /// Parses a body served at `url` (JSON or YAML) holding one Pod or a v1 PodList into
 /// defaulted, validated static pods for `node_name`. Errors name the bad item and field.
-pub fn parse_pods(url: &str, body: &[u8], node_name: &str, seen: &str) -> Result<Vec<Pod>, String> {
+pub fn parse_pods(url: &str, body: &[u8], node_name: &str, seen: &str) -> Result<Vec<Pod>> {
     // serde_json is linear and stops at 128 levels; YAML is read bounded (`skiff_api::yaml`).
     let document: Value = serde_json::from_slice(body)
         .or_else(|_| skiff_api::yaml::to_json(body))
-        .map_err(|e| format!("neither JSON nor YAML: {e}"))?;
+        .map_err(|e| Error::Config(format!("neither JSON nor YAML: {e}")))?;
     let kind = document["kind"].as_str().unwrap_or("");
     let api_version = document["apiVersion"].as_str().unwrap_or("");
     if api_version != "v1" {
-        return Err(format!(
+        return Err(Error::Config(format!(
             "apiVersion: must be \"v1\" (a Pod or a PodList), not {api_version:?}"
-        ));
+        )));
     }
     match kind {
         "Pod" => Ok(vec![parse_pod(url, document, node_name, seen)?]),
@@ -190,20 +193,24 @@ pub fn parse_pods(url: &str, body: &[u8], node_name: &str, seen: &str) -> Result
                 .into_iter()
                 .enumerate()
                 .map(|(i, item)| {
-                    parse_pod(url, item, node_name, seen).map_err(|e| format!("items[{i}]: {e}"))
+                    parse_pod(url, item, node_name, seen)
+                        .map_err(|e| Error::Config(format!("items[{i}]: {e}")))
                 })
                 .collect()
         }
-        other => Err(format!("kind: must be Pod or PodList, not {other:?}")),
+        other => Err(Error::Config(format!(
+            "kind: must be Pod or PodList, not {other:?}"
+        ))),
     }
 }
 
 /// One served pod: its UID from its JSON and the URL, then the static pod defaults.
-fn parse_pod(url: &str, item: Value, node_name: &str, seen: &str) -> Result<Pod, String> {
+fn parse_pod(url: &str, item: Value, node_name: &str, seen: &str) -> Result<Pod> {
     let uid = http_pod_uid(url, item.to_string().as_bytes());
-    let mut pod: Pod = serde_json::from_value(item).map_err(|e| format!("invalid pod: {e}"))?;
+    let mut pod: Pod =
+        serde_json::from_value(item).map_err(|e| Error::Config(format!("invalid pod: {e}")))?;
     if pod.metadata.name.as_deref().unwrap_or("").is_empty() {
-        return Err("metadata.name: Required value".to_owned());
+        return Err(Error::Config("metadata.name: Required value".to_owned()));
     }
     apply_static_pod_defaults(&mut pod, node_name, HTTP_SOURCE, uid, seen);
     validate_pod(&pod)?;
@@ -271,6 +278,7 @@ mod tests {
         let err = |body: &str| {
             parse_pods(URL, body.as_bytes(), "n", "T")
                 .err()
+                .map(|e| e.to_string())
                 .unwrap_or_default()
         };
         assert!(err("{").contains("neither JSON nor YAML"));
@@ -308,6 +316,7 @@ mod tests {
         .agent;
         let err = fetch(&agent, "https://127.0.0.1:1/pods", &BTreeMap::new())
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.starts_with("GET https://127.0.0.1:1/pods:"), "{err}");
     }
@@ -327,7 +336,7 @@ mod tests {
         assert_eq!(source.handle(body(list(&["a"])), "T2"), (None, None));
         let (pods, error) = source.handle(Ok((404, Vec::new())), "T");
         assert!(pods.is_none() && error.is_some_and(|e| e.contains("404")));
-        let (pods, error) = source.handle(Err("connection refused".into()), "T");
+        let (pods, error) = source.handle(Err(Error::Config("connection refused".into())), "T");
         assert!(pods.is_none() && error.is_some());
         let (pods, error) = source.handle(body("kind: [".into()), "T");
         assert!(pods.is_none() && error.is_some());

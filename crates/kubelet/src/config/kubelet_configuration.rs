@@ -32,6 +32,7 @@ use anyhow::Context;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Deserializer};
 
+use crate::error::{Error, Result};
 use crate::{AuthorizationMode, KubeletConfig};
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -189,11 +190,13 @@ pub fn load(path: &Path) -> anyhow::Result<KubeletConfigFile> {
 /// Errors (`field: message`): not a mapping, wrong `apiVersion` or `kind`, an unknown or
 /// rejected field, a value of the wrong type, a bad duration, quantity, percentage,
 /// address or port. Cross-field rules are left to [`validate`], after flags.
-pub fn parse(content: &str) -> Result<KubeletConfigFile, String> {
-    let document: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(content).map_err(|e| format!("not valid YAML: {e}"))?;
+pub fn parse(content: &str) -> Result<KubeletConfigFile> {
+    let document: serde_yaml_ng::Value = serde_yaml_ng::from_str(content)
+        .map_err(|e| Error::Config(format!("not valid YAML: {e}")))?;
     let serde_yaml_ng::Value::Mapping(mut fields) = document else {
-        return Err("the document must be a KubeletConfiguration mapping".to_owned());
+        return Err(Error::Config(
+            "the document must be a KubeletConfiguration mapping".to_owned(),
+        ));
     };
     let mut ignored_fields = Vec::new();
     let mut problems = Vec::new();
@@ -210,10 +213,10 @@ pub fn parse(content: &str) -> Result<KubeletConfigFile, String> {
         }
     });
     if !problems.is_empty() {
-        return Err(problems.join("; "));
+        return Err(Error::Config(problems.join("; ")));
     }
     let file: FileFields = serde_yaml_ng::from_value(fields.clone().into())
-        .map_err(|whole| field_error(&fields, &whole))?;
+        .map_err(|whole| Error::Config(field_error(&fields, &whole)))?;
     let (config, container_runtime_endpoint) = file.resolve()?;
     Ok(KubeletConfigFile {
         config,
@@ -374,7 +377,7 @@ struct AuthorizationWebhookFields {
 
 impl FileFields {
     /// The file's values over the v1beta1 defaults, with per-field value checks.
-    fn resolve(self) -> Result<(KubeletConfig, Option<String>), String> {
+    fn resolve(self) -> Result<(KubeletConfig, Option<String>)> {
         expect_field("apiVersion", self.api_version.as_deref(), API_VERSION)?;
         expect_field("kind", self.kind.as_deref(), KIND)?;
         let mut c = KubeletConfig {
@@ -398,7 +401,7 @@ impl FileFields {
         if let Some(address) = self.address {
             c.address = address
                 .parse()
-                .map_err(|_| format!("address: invalid IP address {address:?}"))?;
+                .map_err(|_| Error::Config(format!("address: invalid IP address {address:?}")))?;
         }
         if let Some(port) = self.port.filter(|p| *p != 0) {
             c.port = port_number("port", port)?;
@@ -439,8 +442,8 @@ impl FileFields {
         set_duration(&mut c.image_minimum_gc_age, self.image_minimum_gc_age);
         set(&mut c.serialize_image_pulls, self.serialize_image_pulls);
         if let Some(size) = self.container_log_max_size {
-            c.container_log.max_size =
-                parse_log_max_size(&size.0).map_err(|e| format!("containerLogMaxSize: {e}"))?;
+            c.container_log.max_size = parse_log_max_size(&size.0)
+                .map_err(|e| Error::Config(format!("containerLogMaxSize: {e}")))?;
         }
         if let Some(files) = self.container_log_max_files {
             // Checked by `validate` (at least 2), after flags.
@@ -494,9 +497,8 @@ impl FileFields {
         c.anonymous_auth = authn.anonymous.and_then(|a| a.enabled).unwrap_or(false);
         c.authentication_token_webhook = authn.webhook.and_then(|w| w.enabled).unwrap_or(true);
         c.authorization_mode = match self.authorization.and_then(|a| a.mode) {
-            Some(mode) if !mode.is_empty() => {
-                parse_authorization_mode(&mode).map_err(|e| format!("authorization.mode: {e}"))?
-            }
+            Some(mode) if !mode.is_empty() => parse_authorization_mode(&mode)
+                .map_err(|e| Error::Config(format!("authorization.mode: {e}")))?,
             _ => AuthorizationMode::Webhook,
         };
         let endpoint = self.container_runtime_endpoint.filter(|e| !e.is_empty());
@@ -526,25 +528,30 @@ fn set_duration(target: &mut Duration, value: Option<Duration>) {
     set(target, value.filter(|d| !d.is_zero()));
 }
 
-fn expect_field(field: &str, value: Option<&str>, expected: &str) -> Result<(), String> {
+fn expect_field(field: &str, value: Option<&str>, expected: &str) -> Result<()> {
     match value {
         Some(v) if v == expected => Ok(()),
-        Some(v) => Err(format!("{field}: must be {expected:?}, not {v:?}")),
-        None => Err(format!("{field}: Required value (must be {expected:?})")),
+        Some(v) => Err(Error::Config(format!(
+            "{field}: must be {expected:?}, not {v:?}"
+        ))),
+        None => Err(Error::Config(format!(
+            "{field}: Required value (must be {expected:?})"
+        ))),
     }
 }
 
-fn port_number(field: &str, port: i64) -> Result<u16, String> {
-    u16::try_from(port).map_err(|_| format!("{field}: {port} must be between 0 and 65535"))
+fn port_number(field: &str, port: i64) -> Result<u16> {
+    u16::try_from(port)
+        .map_err(|_| Error::Config(format!("{field}: {port} must be between 0 and 65535")))
 }
 
 /// `containerLogMaxSize` (and `--container-log-max-size`): a quantity of bytes, such as
 /// `10Mi` or `50M`, greater than zero.
-pub fn parse_log_max_size(text: &str) -> Result<u64, String> {
+pub fn parse_log_max_size(text: &str) -> Result<u64> {
     let bytes = quantity::parse(&Quantity(text.to_owned()))
-        .ok_or_else(|| format!("invalid quantity {text:?} (examples: 10Mi, 50M)"))?;
+        .ok_or_else(|| Error::Config(format!("invalid quantity {text:?} (examples: 10Mi, 50M)")))?;
     if bytes < 1.0 {
-        return Err(format!("{text:?} must be greater than zero"));
+        return Err(Error::Config(format!("{text:?} must be greater than zero")));
     }
     Ok(bytes.ceil() as u64)
 }
@@ -560,11 +567,17 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Erro
 /// Parses a Go duration (`time.ParseDuration`): `0`, or a sequence of decimal numbers
 /// with units `ns`, `us` (`µs`), `ms`, `s`, `m`, `h`, e.g. `1m30s`, `1.5h`, `300ms`.
 /// Negative durations are refused (no kubelet setting takes one).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let invalid = || format!("invalid duration {s:?} (examples: 20s, 1m30s, 500ms)");
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    let invalid = || {
+        Error::Config(format!(
+            "invalid duration {s:?} (examples: 20s, 1m30s, 500ms)"
+        ))
+    };
     let text = s.trim().strip_prefix('+').unwrap_or(s.trim());
     if text.starts_with('-') {
-        return Err(format!("invalid duration {s:?}: must not be negative"));
+        return Err(Error::Config(format!(
+            "invalid duration {s:?}: must not be negative"
+        )));
     }
     if text == "0" {
         return Ok(Duration::ZERO);
@@ -604,26 +617,28 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Parses `k1=v1,k2=v2` (upstream `MapStringString`, e.g. `--system-reserved
 /// cpu=200m,memory=500Mi`); an empty string is an empty map.
-pub fn parse_map_string_string(s: &str) -> Result<BTreeMap<String, String>, String> {
+pub fn parse_map_string_string(s: &str) -> Result<BTreeMap<String, String>> {
     parse_pairs(s, '=')
 }
 
 /// Parses eviction thresholds `signal<quantity` separated by commas (upstream
 /// `LangleSeparatedMapStringString`, e.g. `--eviction-hard
 /// memory.available<100Mi,nodefs.available<10%`).
-pub fn parse_eviction_thresholds(s: &str) -> Result<BTreeMap<String, String>, String> {
+pub fn parse_eviction_thresholds(s: &str) -> Result<BTreeMap<String, String>> {
     parse_pairs(s, '<')
 }
 
-fn parse_pairs(s: &str, separator: char) -> Result<BTreeMap<String, String>, String> {
+fn parse_pairs(s: &str, separator: char) -> Result<BTreeMap<String, String>> {
     let mut map = BTreeMap::new();
     for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (key, value) = pair
-            .split_once(separator)
-            .ok_or_else(|| format!("malformed pair {pair:?}, expected key{separator}value"))?;
+        let (key, value) = pair.split_once(separator).ok_or_else(|| {
+            Error::Config(format!(
+                "malformed pair {pair:?}, expected key{separator}value"
+            ))
+        })?;
         let key = key.trim();
         if key.is_empty() {
-            return Err(format!("malformed pair {pair:?}: empty key"));
+            return Err(Error::Config(format!("malformed pair {pair:?}: empty key")));
         }
         map.insert(key.to_owned(), value.trim().to_owned());
     }
@@ -633,16 +648,18 @@ fn parse_pairs(s: &str, separator: char) -> Result<BTreeMap<String, String>, Str
 /// Parses `--manifest-url-header` values: each `name:value` pairs separated by commas,
 /// repeated flags accumulate (upstream `ColonSeparatedMultimapStringString`), e.g.
 /// `a:hello,b:again` then `b:beautiful` gives `a: [hello]`, `b: [again, beautiful]`.
-pub fn parse_url_headers(values: &[String]) -> Result<BTreeMap<String, Vec<String>>, String> {
+pub fn parse_url_headers(values: &[String]) -> Result<BTreeMap<String, Vec<String>>> {
     let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for value in values {
         for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, v) = pair
-                .split_once(':')
-                .ok_or_else(|| format!("malformed header {pair:?}, expected name:value"))?;
+            let (name, v) = pair.split_once(':').ok_or_else(|| {
+                Error::Config(format!("malformed header {pair:?}, expected name:value"))
+            })?;
             let name = name.trim();
             if name.is_empty() {
-                return Err(format!("malformed header {pair:?}: empty name"));
+                return Err(Error::Config(format!(
+                    "malformed header {pair:?}: empty name"
+                )));
             }
             headers
                 .entry(name.to_owned())
@@ -925,7 +942,7 @@ pub fn validate_node_labels(labels: &BTreeMap<String, String>) -> anyhow::Result
 /// Checks a resolved configuration (file and flags), as upstream's
 /// `ValidateKubeletConfiguration` plus Skiff's limits. The error lists every problem as
 /// `field: message` (upstream field names), joined by `; `.
-pub fn validate(c: &KubeletConfig) -> Result<(), String> {
+pub fn validate(c: &KubeletConfig) -> Result<()> {
     let mut errors = Vec::new();
     for (field, value) in [
         ("syncFrequency", c.sync_frequency),
@@ -1061,7 +1078,7 @@ pub fn validate(c: &KubeletConfig) -> Result<(), String> {
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors.join("; "))
+        Err(Error::Config(errors.join("; ")))
     }
 }
 
@@ -1082,7 +1099,7 @@ mod tests {
     fn parse_err(body: &str) -> String {
         match parse(&format!("{HEADER}{body}")) {
             Ok(_) => panic!("{body:?} was accepted"),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 
@@ -1247,7 +1264,10 @@ registerWithTaints:
 - {key: no-effect}
 "#,
         );
-        let e = validate(&file.config).err().unwrap_or_default();
+        let e = validate(&file.config)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         for needle in [
             "nodeLeaseDurationSeconds: must be greater than 0",
             "kubeAPIQPS (--kube-api-qps): -1 must not be a negative number",
@@ -1268,7 +1288,10 @@ registerWithTaints:
             node_status_update_frequency: Duration::ZERO,
             ..KubeletConfig::default()
         };
-        let e = validate(&c).err().unwrap_or_default();
+        let e = validate(&c)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(
             e.contains("nodeStatusUpdateFrequency: must be greater than zero"),
             "{e}"
@@ -1528,7 +1551,7 @@ containerLogMonitorInterval: 5s
     fn container_log_settings_are_checked() {
         let invalid = |body: &str| {
             let file = parse_ok(body);
-            validate(&file.config).unwrap_err()
+            validate(&file.config).unwrap_err().to_string()
         };
         assert!(
             invalid("containerLogMaxFiles: 1\n")
@@ -1639,14 +1662,17 @@ volumeStatsAggPeriod: 0s
     fn wrong_api_version_or_kind() {
         let e = parse("apiVersion: v1\nkind: KubeletConfiguration\n")
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.starts_with("apiVersion:") && e.contains("v1beta1"), "{e}");
         let e = parse("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: Pod\n")
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.starts_with("kind:"), "{e}");
         let e = parse("kind: KubeletConfiguration\n")
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("apiVersion: Required"), "{e}");
         assert!(parse("- a\n").is_err());
@@ -1681,7 +1707,10 @@ systemReserved: {memory: lots, gpu: "1"}
 enforceNodeAllocatable: [pods, none]
 "#,
         );
-        let e = validate(&file.config).err().unwrap_or_default();
+        let e = validate(&file.config)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         for needle in [
             "cgroupDriver: unsupported value \"systemd\"",
             "imageGCLowThresholdPercent: 80 must be less than imageGCHighThresholdPercent (70)",
@@ -1700,7 +1729,10 @@ enforceNodeAllocatable: [pods, none]
             manifest_url: Some("ftp://x".into()),
             ..KubeletConfig::default()
         };
-        let e = validate(&c).err().unwrap_or_default();
+        let e = validate(&c)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(
             e.contains("imageGCHighThresholdPercent: 101 must be between 0 and 100"),
             "{e}"

@@ -2,6 +2,7 @@
 //! (`skiff_api::core::pod::validate_pod`, upstream `ValidatePodCreate`) plus its metadata
 //! rules (`ValidateObjectMeta`: name, namespace, label keys and values, annotations).
 
+use crate::error::{Error, Result};
 use k8s_openapi::api::core::v1::Pod;
 use skiff_api::field::Path;
 use skiff_api::meta::validate_object_meta;
@@ -9,7 +10,7 @@ use skiff_api::names::name_is_dns_subdomain;
 
 /// Checks a defaulted pod; the error lists every problem as upstream prints a field error
 /// (`spec.containers[0].image: Required value`), joined by `; `.
-pub fn validate_pod(pod: &Pod) -> Result<(), String> {
+pub fn validate_pod(pod: &Pod) -> Result<()> {
     let mut errors = validate_object_meta(
         &pod.metadata,
         true,
@@ -21,7 +22,7 @@ pub fn validate_pod(pod: &Pod) -> Result<(), String> {
         Ok(())
     } else {
         let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        Err(messages.join("; "))
+        Err(Error::InvalidPod(messages.join("; ")))
     }
 }
 
@@ -37,7 +38,7 @@ mod tests {
         }))
         .unwrap_or_default();
         skiff_api::core::pod::default_pod(&mut pod);
-        let errors = validate_pod(&pod).unwrap_err();
+        let errors = validate_pod(&pod).unwrap_err().to_string();
         assert!(
             errors.starts_with(
                 r#"metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain"#

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::error::{Error, Result};
 use skiff_api::quantity;
 
 /// What the eviction manager observes (upstream `evictionapi.Signal`).
@@ -153,22 +154,24 @@ pub fn parse_thresholds(
 
 /// Parses one threshold value: a non-negative quantity (`100Mi`) or a percentage in
 /// [0%, 100%] (`10%`, kept as a fraction). Errors say what is wrong with `value`.
-pub(crate) fn parse_value(value: &str) -> Result<ThresholdValue, String> {
+pub(crate) fn parse_value(value: &str) -> Result<ThresholdValue> {
     let value = value.trim();
     if let Some(percent) = value.strip_suffix('%') {
         let p: f64 = percent
             .trim()
             .parse()
-            .map_err(|_| format!("invalid percentage {value:?}"))?;
+            .map_err(|_| Error::Config(format!("invalid percentage {value:?}")))?;
         if !(0.0..=100.0).contains(&p) {
-            return Err(format!("percentage {value:?} must be between 0% and 100%"));
+            return Err(Error::Config(format!(
+                "percentage {value:?} must be between 0% and 100%"
+            )));
         }
         return Ok(ThresholdValue::Percentage(p / 100.0));
     }
     let parsed = quantity::parse(&Quantity(value.to_owned()))
-        .ok_or_else(|| format!("invalid quantity {value:?}"))?;
+        .ok_or_else(|| Error::Config(format!("invalid quantity {value:?}")))?;
     if parsed < 0.0 {
-        return Err(format!("quantity {value:?} is negative"));
+        return Err(Error::Config(format!("quantity {value:?} is negative")));
     }
     Ok(ThresholdValue::Quantity(
         parsed.ceil() as i64,

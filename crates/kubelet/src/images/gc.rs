@@ -14,6 +14,7 @@ use k8s_cri::v1::{
 use tracing::{info, warn};
 
 use crate::cri::Cri;
+use crate::error::{Error, Result};
 
 /// Image GC period (upstream `ImageGCPeriod`, 5 min).
 pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
@@ -112,18 +113,18 @@ impl ImageGcManager {
     /// Lists images and containers, records when each image was first seen and last used,
     /// and returns the IDs of the images in use (upstream `detectImages`; any container,
     /// running or not, uses its image).
-    pub async fn detect_images(&self, now: SystemTime) -> Result<HashSet<String>, String> {
+    pub async fn detect_images(&self, now: SystemTime) -> Result<HashSet<String>> {
         let images = self
             .cri
             .list_images(ListImagesRequest { filter: None })
             .await
-            .map_err(|e| format!("listing images: {}", e.message()))?
+            .map_err(|e| Error::Image(format!("listing images: {}", e.message())))?
             .images;
         let containers = self
             .cri
             .list_containers(ListContainersRequest { filter: None })
             .await
-            .map_err(|e| format!("listing containers: {}", e.message()))?
+            .map_err(|e| Error::Image(format!("listing containers: {}", e.message())))?
             .containers;
         let refs: HashSet<&str> = containers
             .iter()
@@ -162,7 +163,7 @@ impl ImageGcManager {
     }
 
     /// Removes unused images until `bytes_to_free` are freed; returns the bytes freed.
-    pub async fn free_space(&self, bytes_to_free: u64, now: SystemTime) -> Result<u64, String> {
+    pub async fn free_space(&self, bytes_to_free: u64, now: SystemTime) -> Result<u64> {
         let in_use = self.detect_images(now).await?;
         let (ids, _) = {
             let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
@@ -193,22 +194,24 @@ impl ImageGcManager {
 
     /// One periodic collection (upstream `GarbageCollect`): frees space when the image
     /// filesystem is used at or above the high threshold.
-    pub async fn garbage_collect(&self) -> Result<(), String> {
+    pub async fn garbage_collect(&self) -> Result<()> {
         let info = self
             .cri
             .image_fs_info(ImageFsInfoRequest {})
             .await
-            .map_err(|e| format!("ImageFsInfo: {}", e.message()))?;
+            .map_err(|e| Error::Image(format!("ImageFsInfo: {}", e.message())))?;
         let Some(mountpoint) = info
             .image_filesystems
             .first()
             .and_then(|f| f.fs_id.as_ref())
             .map(|id| id.mountpoint.clone())
         else {
-            return Err("the runtime reports no image filesystem".into());
+            return Err(Error::Image(
+                "the runtime reports no image filesystem".into(),
+            ));
         };
         let fs = nix::sys::statvfs::statvfs(Path::new(&mountpoint))
-            .map_err(|e| format!("statvfs {mountpoint}: {e}"))?;
+            .map_err(|e| Error::Image(format!("statvfs {mountpoint}: {e}")))?;
         let capacity = fs.blocks() * fs.fragment_size();
         let available = fs.blocks_available() * fs.fragment_size();
         let wanted = bytes_to_free(capacity, available, &self.policy);
@@ -223,16 +226,16 @@ impl ImageGcManager {
         );
         let freed = self.free_space(wanted, now).await?;
         if freed < wanted {
-            return Err(format!(
+            return Err(Error::Image(format!(
                 "Failed to garbage collect required amount of images. Attempted to free {wanted} bytes, but only found {freed} bytes eligible to free."
-            ));
+            )));
         }
         Ok(())
     }
 
     /// Removes every unused image old enough (the eviction manager's reclaim, upstream
     /// `DeleteUnusedImages`); returns the bytes freed.
-    pub async fn delete_unused_images(&self) -> Result<u64, String> {
+    pub async fn delete_unused_images(&self) -> Result<u64> {
         self.free_space(u64::MAX, SystemTime::now()).await
     }
 }

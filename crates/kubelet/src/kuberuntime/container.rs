@@ -27,6 +27,7 @@ use super::sync_result::{
     POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR, SyncError,
 };
 use super::termination_message::termination_message_mount;
+use crate::error::{Error, Result};
 use crate::events::{self, EventType};
 use crate::volume::mounts::make_mounts;
 
@@ -57,7 +58,7 @@ pub fn generate_container_config(
     restart_count: i32,
     image_ref: &str,
     ctx: &ContainerContext<'_>,
-) -> Result<ContainerConfig, String> {
+) -> Result<ContainerConfig> {
     let env = make_environment_reporting(
         pod,
         container,
@@ -144,7 +145,7 @@ pub fn verify_run_as_non_root(
     container: &Container,
     image_uid: Option<i64>,
     image_username: &str,
-) -> Result<(), String> {
+) -> Result<()> {
     let (non_root, run_as_user) = effective_non_root(pod, container);
     if !non_root {
         return Ok(());
@@ -152,21 +153,21 @@ pub fn verify_run_as_non_root(
     let pod_name = format_pod_object(pod);
     let name = &container.name;
     match (run_as_user, image_uid) {
-        (Some(0), _) => Err(format!(
+        (Some(0), _) => Err(Error::Runtime(format!(
             "container's runAsUser breaks non-root policy (pod: {pod_name:?}, container: {name})"
-        )),
+        ))),
         (Some(_), _) => Ok(()),
-        (None, Some(0)) => Err(format!(
+        (None, Some(0)) => Err(Error::Runtime(format!(
             "container has runAsNonRoot and image will run as root (pod: {pod_name:?}, container: {name})"
-        )),
+        ))),
         (None, Some(_)) => Ok(()),
-        (None, None) if !image_username.is_empty() => Err(format!(
+        (None, None) if !image_username.is_empty() => Err(Error::Runtime(format!(
             "container has runAsNonRoot and image has non-numeric user ({image_username}), cannot verify user is non-root (pod: {pod_name:?}, container: {name})"
-        )),
+        ))),
         // No user in the image: it runs as root.
-        (None, None) => Err(format!(
+        (None, None) => Err(Error::Runtime(format!(
             "container has runAsNonRoot and image will run as root (pod: {pod_name:?}, container: {name})"
-        )),
+        ))),
     }
 }
 
@@ -307,7 +308,7 @@ impl KubeGenericRuntimeManager {
         pod: &Pod,
         container: &Container,
         pod_ips: &[String],
-    ) -> Result<Vec<Mount>, String> {
+    ) -> Result<Vec<Mount>> {
         let uid = pod.metadata.uid.as_deref().unwrap_or("");
         let volumes = self
             .volume_manager
@@ -422,7 +423,7 @@ impl KubeGenericRuntimeManager {
             image_user.uid.map(|u| u.value),
             &image_user.username,
         )
-        .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
+        .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e.to_string()))?;
         // A newest instance that was created but never started (the kubelet died between
         // CreateContainer and StartContainer) did not run: it is removed and its restart
         // count reused, so restartCount counts only real restarts.
@@ -436,7 +437,7 @@ impl KubeGenericRuntimeManager {
         };
         let mounts = self
             .volume_mounts(pod, container, pod_ips)
-            .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
+            .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e.to_string()))?;
         let uid = pod.metadata.uid.as_deref().unwrap_or("");
         let termination_mount = termination_message_mount(&self.config.pod_dirs, uid, container)
             .map_err(|e| {
@@ -455,7 +456,7 @@ impl KubeGenericRuntimeManager {
             recorder: Some(&self.recorder),
         };
         let config = generate_container_config(pod, container, restart_count, &image_ref, &ctx)
-            .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e))?;
+            .map_err(|e| SyncError::new(CREATE_CONTAINER_CONFIG_ERROR, e.to_string()))?;
         let log_dir = std::path::Path::new(&sandbox_config.log_directory).join(&container.name);
         std::fs::create_dir_all(&log_dir).map_err(|e| {
             SyncError::new(
@@ -580,7 +581,7 @@ impl KubeGenericRuntimeManager {
         {
             warn!(pod = %pod_name, container = %container.name, error = %e, "killing the container after its failed postStart hook");
         }
-        Err(SyncError::new(POST_START_HOOK_ERROR, message))
+        Err(SyncError::new(POST_START_HOOK_ERROR, message.to_string()))
     }
 }
 
@@ -623,13 +624,17 @@ mod non_root_tests {
         let (p, c) = pod(non_root.clone(), None);
         assert!(needs_image_user(&p, &c));
         assert_eq!(
-            verify_run_as_non_root(&p, &c, None, "").unwrap_err(),
+            verify_run_as_non_root(&p, &c, None, "")
+                .unwrap_err()
+                .to_string(),
             r#"container has runAsNonRoot and image will run as root (pod: "p_ns(u1)", container: c)"#
         );
         assert!(verify_run_as_non_root(&p, &c, Some(0), "").is_err());
         assert!(verify_run_as_non_root(&p, &c, Some(1000), "").is_ok());
         assert_eq!(
-            verify_run_as_non_root(&p, &c, None, "nobody").unwrap_err(),
+            verify_run_as_non_root(&p, &c, None, "nobody")
+                .unwrap_err()
+                .to_string(),
             r#"container has runAsNonRoot and image has non-numeric user (nobody), cannot verify user is non-root (pod: "p_ns(u1)", container: c)"#
         );
 
@@ -643,7 +648,9 @@ mod non_root_tests {
         );
         assert!(!needs_image_user(&p, &c));
         assert_eq!(
-            verify_run_as_non_root(&p, &c, Some(1000), "").unwrap_err(),
+            verify_run_as_non_root(&p, &c, Some(1000), "")
+                .unwrap_err()
+                .to_string(),
             r#"container's runAsUser breaks non-root policy (pod: "p_ns(u1)", container: c)"#
         );
         let (p, c) = pod(

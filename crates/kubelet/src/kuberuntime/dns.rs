@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::{Pod, PodDNSConfig, PodDNSConfigOption};
 use tracing::{error, warn};
 
 use super::lifecycle::format_pod_object;
+use crate::error::{Error, Result};
 use crate::events::{self, EventRecorder, EventType};
 
 /// Most nameservers a pod gets (upstream `validation.MaxDNSNameservers`, glibc `MAXNS`).
@@ -157,7 +158,7 @@ fn read_resolv_conf(path: &Path) -> Result<ResolvConf, DnsError> {
 /// The pod's DNS type from its `dnsPolicy` (upstream `getPodDNSType`): `ClusterFirst` of a
 /// hostNetwork pod is `Default`. Errors on an unknown or unset policy (the API server
 /// rejects those; the caller falls back to [`PodDnsType::Cluster`]).
-pub fn pod_dns_type(pod: &Pod) -> Result<PodDnsType, String> {
+pub fn pod_dns_type(pod: &Pod) -> Result<PodDnsType> {
     let spec = pod.spec.as_ref();
     let policy = spec.and_then(|s| s.dns_policy.as_deref()).unwrap_or("");
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
@@ -166,7 +167,7 @@ pub fn pod_dns_type(pod: &Pod) -> Result<PodDnsType, String> {
         "ClusterFirstWithHostNet" => Ok(PodDnsType::Cluster),
         "ClusterFirst" if !host_network => Ok(PodDnsType::Cluster),
         "ClusterFirst" | "Default" => Ok(PodDnsType::Host),
-        other => Err(format!("invalid DNSPolicy={other}")),
+        other => Err(Error::InvalidPod(format!("invalid DNSPolicy={other}"))),
     }
 }
 
@@ -501,8 +502,16 @@ mod tests {
             ("ClusterFirstWithHostNet", false, Ok(PodDnsType::Cluster)),
             ("Default", false, Ok(PodDnsType::Host)),
             ("None", true, Ok(PodDnsType::None)),
-            ("Bogus", false, Err("invalid DNSPolicy=Bogus".to_owned())),
-            ("", false, Err("invalid DNSPolicy=".to_owned())),
+            (
+                "Bogus",
+                false,
+                Err(Error::InvalidPod("invalid DNSPolicy=Bogus".to_owned())),
+            ),
+            (
+                "",
+                false,
+                Err(Error::InvalidPod("invalid DNSPolicy=".to_owned())),
+            ),
         ];
         for (policy, host_network, want) in cases {
             assert_eq!(

@@ -12,6 +12,7 @@ use super::envvars;
 use crate::cm::resources::ResourceAmounts;
 use crate::config::apiserver::API_SOURCE;
 use crate::config::static_pod::CONFIG_SOURCE_ANNOTATION;
+use crate::error::{Error, Result};
 use crate::objects::ObjectSource;
 use crate::volume::configmap::get_optional_config_map;
 use crate::volume::secret::{get_optional_secret, secret_data};
@@ -73,7 +74,7 @@ pub fn make_environment(
     pod: &Pod,
     container: &Container,
     ctx: &EnvContext<'_>,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>> {
     make_environment_reporting(pod, container, ctx, &mut |_| {})
 }
 
@@ -85,7 +86,7 @@ pub fn make_environment_reporting(
     container: &Container,
     ctx: &EnvContext<'_>,
     invalid_keys: &mut dyn FnMut(String),
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
     let objects = ctx.objects.filter(|o| o.has_client());
     let service_env = service_env(pod, objects)?;
@@ -169,10 +170,10 @@ pub fn make_environment_reporting(
                         Some(value) => value,
                         None if optional => continue,
                         None => {
-                            return Err(format!(
+                            return Err(Error::InvalidPod(format!(
                                 "couldn't find key {} in ConfigMap {namespace}/{}",
                                 cm.key, cm.name
-                            ));
+                            )));
                         }
                     }
                 } else if let Some(key_ref) = source.secret_key_ref.as_ref() {
@@ -186,15 +187,16 @@ pub fn make_environment_reporting(
                         Some(value) => String::from_utf8_lossy(&value).into_owned(),
                         None if optional => continue,
                         None => {
-                            return Err(format!(
+                            return Err(Error::InvalidPod(format!(
                                 "couldn't find key {} in Secret {namespace}/{}",
                                 key_ref.key, key_ref.name
-                            ));
+                            )));
                         }
                     }
                 } else if let Some(field) = source.field_ref.as_ref() {
-                    field_value(pod, &field.field_path, ctx)
-                        .ok_or_else(|| format!("unsupported fieldPath: {}", field.field_path))?
+                    field_value(pod, &field.field_path, ctx).ok_or_else(|| {
+                        Error::InvalidPod(format!("unsupported fieldPath: {}", field.field_path))
+                    })?
                 } else if let Some(resource) = source.resource_field_ref.as_ref() {
                     resource_value(resource, container, ctx.allocatable)?
                 } else {
@@ -220,19 +222,16 @@ pub fn make_environment_reporting(
 
 /// The service variables of `pod` (empty standalone). A pod from the API server waits
 /// until the Services were read once; a static pod takes what is there.
-fn service_env(
-    pod: &Pod,
-    objects: Option<&dyn ObjectSource>,
-) -> Result<BTreeMap<String, String>, String> {
+fn service_env(pod: &Pod, objects: Option<&dyn ObjectSource>) -> Result<BTreeMap<String, String>> {
     let Some(objects) = objects else {
         return Ok(BTreeMap::new());
     };
     match objects.services() {
         Ok(services) => Ok(envvars::service_env_var_map(pod, &services)),
         Err(_) if is_static_pod(pod) => Ok(BTreeMap::new()),
-        Err(_) => Err(
+        Err(_) => Err(Error::InvalidPod(
             "services have not yet been read at least once, cannot construct envvars".to_owned(),
-        ),
+        )),
     }
 }
 
@@ -262,12 +261,11 @@ fn cached_config_map(
     namespace: &str,
     name: &str,
     optional: bool,
-) -> Result<Option<Arc<ConfigMap>>, String> {
+) -> Result<Option<Arc<ConfigMap>>> {
     if let Some(Some(found)) = cache.get(name) {
         return Ok(Some(found.clone()));
     }
-    let found =
-        get_optional_config_map(objects, namespace, name, optional).map_err(|e| e.to_string())?;
+    let found = get_optional_config_map(objects, namespace, name, optional)?;
     cache.insert(name.to_owned(), found.clone());
     Ok(found)
 }
@@ -279,18 +277,19 @@ fn cached_secret(
     namespace: &str,
     name: &str,
     optional: bool,
-) -> Result<Option<Arc<Secret>>, String> {
+) -> Result<Option<Arc<Secret>>> {
     if let Some(Some(found)) = cache.get(name) {
         return Ok(Some(found.clone()));
     }
-    let found =
-        get_optional_secret(objects, namespace, name, optional).map_err(|e| e.to_string())?;
+    let found = get_optional_secret(objects, namespace, name, optional)?;
     cache.insert(name.to_owned(), found.clone());
     Ok(found)
 }
 
-fn no_client(kind: &str, namespace: &str, name: &str) -> String {
-    format!("couldn't get {kind} {namespace}/{name}, no kubeClient defined")
+fn no_client(kind: &str, namespace: &str, name: &str) -> Error {
+    Error::InvalidPod(format!(
+        "couldn't get {kind} {namespace}/{name}, no kubeClient defined"
+    ))
 }
 
 /// Resolves a downward-API field path (upstream `podFieldSelectorRuntimeValue`).
@@ -344,20 +343,22 @@ pub fn resource_value(
     selector: &ResourceFieldSelector,
     container: &Container,
     allocatable: NodeAllocatable,
-) -> Result<String, String> {
+) -> Result<String> {
     let resources = container.resources.as_ref();
-    let (kind, name) = selector
-        .resource
-        .split_once('.')
-        .ok_or_else(|| format!("unsupported container resource : {}", selector.resource))?;
+    let (kind, name) = selector.resource.split_once('.').ok_or_else(|| {
+        Error::InvalidPod(format!(
+            "unsupported container resource : {}",
+            selector.resource
+        ))
+    })?;
     let list = match kind {
         "limits" => resources.and_then(|r| r.limits.as_ref()),
         "requests" => resources.and_then(|r| r.requests.as_ref()),
         _ => {
-            return Err(format!(
+            return Err(Error::InvalidPod(format!(
                 "unsupported container resource : {}",
                 selector.resource
-            ));
+            )));
         }
     };
     let amount = list.and_then(|l| l.get(name));
@@ -389,10 +390,10 @@ pub fn resource_value(
             divisor.map_or(1, quantity::value).max(1),
         ),
         _ => {
-            return Err(format!(
+            return Err(Error::InvalidPod(format!(
                 "unsupported container resource : {}",
                 selector.resource
-            ));
+            )));
         }
     };
     Ok(value.to_string())
@@ -599,7 +600,9 @@ mod tests {
         };
         assert_eq!(
             make_environment(&pod, &secret, &ctx),
-            Err("couldn't get secret ns/creds, no kubeClient defined".into())
+            Err(Error::InvalidPod(
+                "couldn't get secret ns/creds, no kubeClient defined".into()
+            ))
         );
         let env_from = Container {
             env_from: Some(vec![EnvFromSource {
@@ -613,7 +616,9 @@ mod tests {
         };
         assert_eq!(
             make_environment(&pod, &env_from, &ctx),
-            Err("couldn't get configMap ns/settings, no kubeClient defined".into())
+            Err(Error::InvalidPod(
+                "couldn't get configMap ns/settings, no kubeClient defined".into()
+            ))
         );
         let bad_field = Container {
             env: Some(vec![EnvVar {
@@ -631,7 +636,9 @@ mod tests {
         };
         assert_eq!(
             make_environment(&pod, &bad_field, &ctx),
-            Err("unsupported fieldPath: spec.hostname".into())
+            Err(Error::InvalidPod(
+                "unsupported fieldPath: spec.hostname".into()
+            ))
         );
     }
 
@@ -820,21 +827,30 @@ mod tests {
         let pod = api_pod("ns");
         assert_eq!(
             make_environment(&pod, &with(from_ref("cfg", "missing", None, false)), &ctx),
-            Err("couldn't find key missing in ConfigMap ns/cfg".into())
+            Err(Error::InvalidPod(
+                "couldn't find key missing in ConfigMap ns/cfg".into()
+            ))
         );
         assert_eq!(
             make_environment(&pod, &with(from_ref("creds", "user", None, true)), &ctx),
-            Err("couldn't find key user in Secret ns/creds".into())
+            Err(Error::InvalidPod(
+                "couldn't find key user in Secret ns/creds".into()
+            ))
         );
         assert_eq!(
             make_environment(&pod, &with(from_ref("gone", "k", None, false)), &ctx),
-            Err("configmap \"gone\" not found".into())
+            Err(Error::Object(crate::objects::ObjectError::NotFound {
+                resource: "configmap",
+                name: "gone".into()
+            }))
         );
         // Services not read yet: pods from the API wait, static pods go on without them.
         fake.edit(|s| s.services = None);
         assert_eq!(
             make_environment(&pod, &Container::default(), &ctx),
-            Err("services have not yet been read at least once, cannot construct envvars".into())
+            Err(Error::InvalidPod(
+                "services have not yet been read at least once, cannot construct envvars".into()
+            ))
         );
         let mut static_pod = pod.clone();
         static_pod.metadata.annotations =
@@ -859,7 +875,9 @@ mod tests {
                 &with(from_ref("cfg", "mode", Some(true), false)),
                 &ctx
             ),
-            Err("couldn't get configMap ns/cfg, no kubeClient defined".into())
+            Err(Error::InvalidPod(
+                "couldn't get configMap ns/cfg, no kubeClient defined".into()
+            ))
         );
     }
 
@@ -956,7 +974,9 @@ mod tests {
         assert_eq!(value("limits.cpu", Some("0")), ok("2"));
         assert_eq!(
             value("limits.gpu", None),
-            Err("unsupported container resource : limits.gpu".into())
+            Err(Error::InvalidPod(
+                "unsupported container resource : limits.gpu".into()
+            ))
         );
     }
 

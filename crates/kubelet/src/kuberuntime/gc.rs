@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use super::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
 use crate::config::SourcesReady;
 use crate::cri::Cri;
+use crate::error::{Error, Result};
 
 /// Container GC period (upstream `ContainerGCPeriod`, 1 min).
 pub const CONTAINER_GC_PERIOD: Duration = Duration::from_secs(60);
@@ -215,7 +216,7 @@ impl ContainerGc {
             .collect();
         for id in &removed {
             if let Err(e) = self.remove_container(id).await {
-                errors.push(e);
+                errors.push(e.to_string());
             }
         }
 
@@ -296,7 +297,7 @@ impl ContainerGc {
 
     /// Removes one container and its log file (upstream `removeContainer` +
     /// `removeContainerLog`).
-    async fn remove_container(&self, id: &str) -> Result<(), String> {
+    async fn remove_container(&self, id: &str) -> Result<()> {
         info!(container = %id, "garbage collecting dead container");
         if let Ok(status) = self
             .cri
@@ -318,7 +319,7 @@ impl ContainerGc {
             })
             .await
             .map(|_| ())
-            .map_err(|e| format!("removing container {id}: {}", e.message()))
+            .map_err(|e| Error::Runtime(format!("removing container {id}: {}", e.message())))
     }
 }
 

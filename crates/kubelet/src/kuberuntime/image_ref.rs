@@ -1,12 +1,13 @@
 //! Image reference parsing: the docker reference grammar as far as the kubelet needs it
 //! (upstream `pkg/util/parsers.ParseImageName` and `applyDefaultImageTag`).
 
+use crate::error::{Error, Result};
 use skiff_api::core::image::split_tag_and_digest;
 
 /// Validates `image` and appends `:latest` when it has neither tag nor digest.
 ///
 /// Errors (the message of upstream's `InvalidImageName`) on an empty or malformed reference.
-pub fn apply_default_image_tag(image: &str) -> Result<String, String> {
+pub fn apply_default_image_tag(image: &str) -> Result<String> {
     validate(image)?;
     match split_tag_and_digest(image) {
         (None, None) => Ok(format!("{image}:latest")),
@@ -15,9 +16,9 @@ pub fn apply_default_image_tag(image: &str) -> Result<String, String> {
 }
 
 /// Checks `image` against the reference grammar `[domain/]path[:tag][@digest]`.
-fn validate(image: &str) -> Result<(), String> {
+fn validate(image: &str) -> Result<()> {
     if image.is_empty() {
-        return Err("image reference is empty".to_owned());
+        return Err(Error::Image("image reference is empty".to_owned()));
     }
     let (name, digest) = match image.split_once('@') {
         Some((name, digest)) => (name, Some(digest)),
@@ -34,7 +35,9 @@ fn validate(image: &str) -> Result<(), String> {
         validate_tag(tag)?;
     }
     if repository.len() > 255 {
-        return Err("repository name must not be more than 255 characters".to_owned());
+        return Err(Error::Image(
+            "repository name must not be more than 255 characters".to_owned(),
+        ));
     }
     let mut components: Vec<&str> = repository.split('/').collect();
     if components.len() > 1 && is_domain(components[0]) {
@@ -48,7 +51,7 @@ fn is_domain(component: &str) -> bool {
     component.contains('.') || component.contains(':') || component == "localhost"
 }
 
-fn validate_domain(domain: &str) -> Result<(), String> {
+fn validate_domain(domain: &str) -> Result<()> {
     let (host, port) = match domain.rsplit_once(':') {
         Some((host, port)) => (host, Some(port)),
         None => (domain, None),
@@ -61,16 +64,16 @@ fn validate_domain(domain: &str) -> Result<(), String> {
     if host_ok && port_ok {
         Ok(())
     } else {
-        Err(format!("invalid registry host {domain:?}"))
+        Err(Error::Image(format!("invalid registry host {domain:?}")))
     }
 }
 
 /// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`
-fn validate_path_component(component: &str) -> Result<(), String> {
+fn validate_path_component(component: &str) -> Result<()> {
     let invalid = || {
-        format!(
+        Error::Image(format!(
             "invalid reference format: repository name component {component:?} must be lowercase alphanumerics separated by '.', '_', '__' or '-'"
-        )
+        ))
     };
     let is_alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     if !component.starts_with(is_alnum) || !component.ends_with(is_alnum) {
@@ -98,7 +101,7 @@ fn validate_path_component(component: &str) -> Result<(), String> {
 }
 
 /// `[\w][\w.-]{0,127}`
-fn validate_tag(tag: &str) -> Result<(), String> {
+fn validate_tag(tag: &str) -> Result<()> {
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let ok = tag.len() <= 128
         && tag.starts_with(word)
@@ -106,12 +109,14 @@ fn validate_tag(tag: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("invalid reference format: invalid tag {tag:?}"))
+        Err(Error::Image(format!(
+            "invalid reference format: invalid tag {tag:?}"
+        )))
     }
 }
 
 /// `algorithm:hex` with at least 32 hex digits.
-fn validate_digest(digest: &str) -> Result<(), String> {
+fn validate_digest(digest: &str) -> Result<()> {
     let ok = digest.split_once(':').is_some_and(|(algo, hex)| {
         algo.starts_with(|c: char| c.is_ascii_alphabetic())
             && algo
@@ -123,9 +128,9 @@ fn validate_digest(digest: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(Error::Image(format!(
             "invalid reference format: invalid digest {digest:?}"
-        ))
+        )))
     }
 }
 

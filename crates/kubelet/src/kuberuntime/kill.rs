@@ -23,6 +23,7 @@ use super::lifecycle::{HookTarget, format_pod, run_handler};
 use super::pod_status::{ContainerStatus, PodStatus};
 use super::sandbox::pod_log_directory;
 use super::termination_order::termination_order;
+use crate::error::{Error, Result};
 use crate::events::{self, EventType};
 
 /// Shortest grace period given to a container (upstream `minimumGracePeriodInSeconds`).
@@ -41,7 +42,7 @@ impl KubeGenericRuntimeManager {
         name: &str,
         grace_period: i64,
         why: &str,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         let message = if why.is_empty() {
             format!("Stopping container {name}")
         } else {
@@ -67,7 +68,9 @@ impl KubeGenericRuntimeManager {
             })
             .await
             .map(|_| ())
-            .map_err(|e| format!("stopping container {name} ({id}): {}", e.message()))
+            .map_err(|e| {
+                Error::Runtime(format!("stopping container {name} ({id}): {}", e.message()))
+            })
     }
 
     /// Runs the preStop hook of running container `id`, if it has one, waiting at most
@@ -205,7 +208,12 @@ impl KubeGenericRuntimeManager {
             let stops = round
                 .iter()
                 .map(|c| self.kill_container(pod, &c.id, &c.name, grace, ""));
-            errors.extend(join_all(stops).await.into_iter().filter_map(Result::err));
+            errors.extend(
+                join_all(stops)
+                    .await
+                    .into_iter()
+                    .filter_map(|r| r.err().map(|e| e.to_string())),
+            );
         }
         for sandbox in &status.sandboxes {
             let req = StopPodSandboxRequest {

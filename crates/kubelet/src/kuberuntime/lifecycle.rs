@@ -13,6 +13,7 @@ use tracing::info;
 
 use super::insecure_tls::{self, TlsError};
 use crate::cri::Cri;
+use crate::error::{Error, Result};
 
 /// User-Agent of lifecycle HTTP requests (upstream `kube-lifecycle/<major>.<minor>`).
 const USER_AGENT: &str = "kube-lifecycle/1.31";
@@ -56,7 +57,7 @@ pub async fn run_handler(
     cri: &dyn Cri,
     handler: &LifecycleHandler,
     target: &HookTarget<'_>,
-) -> Result<(), String> {
+) -> Result<()> {
     let container = target.container_name;
     let pod = target.pod;
     if let Some(exec) = handler.exec.as_ref() {
@@ -81,32 +82,32 @@ pub async fn run_handler(
             }
             Err(e) => (e.message().to_owned(), Vec::new()),
         };
-        return Err(format!(
+        return Err(Error::Runtime(format!(
             "Exec lifecycle hook ([{}]) for Container {container:?} in Pod {pod:?} failed - error: {error}, message: {:?}",
             command.join(" "),
             String::from_utf8_lossy(&output)
-        ));
+        )));
     }
     if let Some(get) = handler.http_get.as_ref() {
         return http_get(get, target).await.map_err(|error| {
-            format!(
+            Error::Runtime(format!(
                 "HTTP lifecycle hook ({}) for Container {container:?} in Pod {pod:?} failed - error: {error}",
                 get.path.as_deref().unwrap_or("")
-            )
+            ))
         });
     }
     if let Some(sleep) = handler.sleep.as_ref() {
         tokio::time::sleep(Duration::from_secs(sleep.seconds.max(0) as u64)).await;
         return Ok(());
     }
-    Err(format!(
+    Err(Error::Runtime(format!(
         "Cannot run handler: no exec, httpGet or sleep action for Container {container:?} in Pod {pod:?}"
-    ))
+    )))
 }
 
 /// Resolves an httpGet / probe port: a number, or the name of one of `ports`
 /// (upstream `resolvePort`).
-pub fn resolve_port(port: &IntOrString, ports: &[ContainerPort]) -> Result<u16, String> {
+pub fn resolve_port(port: &IntOrString, ports: &[ContainerPort]) -> Result<u16> {
     let number = match port {
         IntOrString::Int(n) => *n,
         IntOrString::String(name) => match ports
@@ -116,13 +117,13 @@ pub fn resolve_port(port: &IntOrString, ports: &[ContainerPort]) -> Result<u16, 
             Some(p) => p.container_port,
             None => name
                 .parse()
-                .map_err(|_| format!("couldn't find port: {name} in {ports:?}"))?,
+                .map_err(|_| Error::Runtime(format!("couldn't find port: {name} in {ports:?}")))?,
         },
     };
     u16::try_from(number)
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| format!("invalid port number: {number}"))
+        .ok_or_else(|| Error::Runtime(format!("invalid port number: {number}")))
 }
 
 /// The request line and headers of a lifecycle GET (upstream
@@ -166,13 +167,15 @@ pub fn http_request(get: &HTTPGetAction, host: &str, port: u16) -> String {
 /// upstream's lifecycle handler does not check the status code. HTTPS skips certificate
 /// verification; an HTTPS request answered in plain HTTP is retried over HTTP without
 /// its Authorization header (upstream's `LifecycleHTTPFallback`).
-async fn http_get(get: &HTTPGetAction, target: &HookTarget<'_>) -> Result<(), String> {
+async fn http_get(get: &HTTPGetAction, target: &HookTarget<'_>) -> Result<()> {
     let host = match get.host.as_deref().filter(|h| !h.is_empty()) {
         Some(host) => host.to_owned(),
         None => target
             .pod_ip
             .filter(|ip| !ip.is_empty())
-            .ok_or("failed to find networking container: the pod has no IP")?
+            .ok_or_else(|| {
+                Error::Runtime("failed to find networking container: the pod has no IP".to_owned())
+            })?
             .to_owned(),
     };
     let port = resolve_port(&get.port, target.ports)?;
@@ -192,10 +195,12 @@ async fn http_get(get: &HTTPGetAction, target: &HookTarget<'_>) -> Result<(), St
             insecure_tls::exchange(&tls_host, port, tls_request.as_bytes(), MAX_RESPONSE_HEAD)
         })
         .await
-        .map_err(|e| format!("Get {:?}: {e}", url("https")))?;
+        .map_err(|e| Error::Runtime(format!("Get {:?}: {e}", url("https"))))?;
         match exchanged {
             Ok(head) => return check_head(&head, &url("https")),
-            Err(TlsError::Other(e)) => return Err(format!("Get {:?}: {e}", url("https"))),
+            Err(TlsError::Other(e)) => {
+                return Err(Error::Runtime(format!("Get {:?}: {e}", url("https"))));
+            }
             Err(TlsError::HttpResponse) => {
                 info!(url = %url("https"), "HTTPS request to lifecycle hook got HTTP response, retrying with HTTP");
                 request
@@ -207,10 +212,10 @@ async fn http_get(get: &HTTPGetAction, target: &HookTarget<'_>) -> Result<(), St
     } else if scheme.eq_ignore_ascii_case("HTTP") {
         request
     } else {
-        return Err(format!("unsupported scheme {scheme:?}"));
+        return Err(Error::Runtime(format!("unsupported scheme {scheme:?}")));
     };
     let url = url("http");
-    let fail = |e: std::io::Error| format!("Get {url:?}: {e}");
+    let fail = |e: std::io::Error| Error::Runtime(format!("Get {url:?}: {e}"));
     let mut stream = TcpStream::connect((host.as_str(), port))
         .await
         .map_err(fail)?;
@@ -228,11 +233,13 @@ async fn http_get(get: &HTTPGetAction, target: &HookTarget<'_>) -> Result<(), St
 }
 
 /// Ok when `head` starts like an HTTP/1 response.
-fn check_head(head: &[u8], url: &str) -> Result<(), String> {
+fn check_head(head: &[u8], url: &str) -> Result<()> {
     if head.starts_with(b"HTTP/1.") {
         Ok(())
     } else {
-        Err(format!("Get {url:?}: malformed HTTP response"))
+        Err(Error::Runtime(format!(
+            "Get {url:?}: malformed HTTP response"
+        )))
     }
 }
 
@@ -336,7 +343,8 @@ mod tests {
         assert!(server.await.unwrap().starts_with("GET /stop HTTP/1.1"));
         let err = run_handler(&cri, &handler, &target(&ports, None))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(r#"HTTP lifecycle hook (/stop) for Container "app" in Pod "p_ns(u)" failed - error: "#),
             "{err}"
@@ -412,6 +420,7 @@ mod tests {
             run_handler(&cri, &empty, &target(&ports, None))
                 .await
                 .unwrap_err()
+                .to_string()
                 .starts_with("Cannot run handler")
         );
         let exec = LifecycleHandler {
@@ -422,7 +431,8 @@ mod tests {
         };
         let err = run_handler(&cri, &exec, &target(&ports, None))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(r#"Exec lifecycle hook ([true]) for Container "app" in Pod "p_ns(u)" failed - error: "#),
             "{err}"

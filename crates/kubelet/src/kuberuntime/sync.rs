@@ -57,7 +57,7 @@ impl KubeGenericRuntimeManager {
                     .kill_container(pod, &kill.id, &kill.name, grace, &kill.message)
                     .await
                 {
-                    result.errors.push(e);
+                    result.errors.push(e.to_string());
                 }
             }
         }

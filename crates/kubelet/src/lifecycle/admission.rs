@@ -289,6 +289,14 @@ impl PodAdmission {
         match self.admit(pod, &active) {
             Ok(()) => true,
             Err(rejection) => {
+                // Upstream `rejectPod`: a Warning event with the reason and message, then
+                // the Failed status.
+                pod_workers.kubelet().runtime.recorder().pod_event(
+                    pod,
+                    crate::events::EventType::Warning,
+                    &rejection.reason,
+                    &rejection.message,
+                );
                 status_manager.set_pod_status(uid, rejected_pod_status(pod, &rejection));
                 false
             }
@@ -497,7 +505,7 @@ fn predicate_admit(node: &Node, pod: &Pod, others: &[&Pod]) -> Result<(), PodAdm
     let mut reasons = general_filter(&filtered, &node_info);
     if !reasons.is_empty() {
         reasons = handle_admission_failure(pod, reasons, others)
-            .or_else(|message| reject(UNEXPECTED_ADMISSION_ERROR, message).map(|()| Vec::new()))?;
+            .or_else(|e| reject(UNEXPECTED_ADMISSION_ERROR, e.to_string()).map(|()| Vec::new()))?;
     }
     match reasons.into_iter().next() {
         None => Ok(()),
@@ -532,7 +540,7 @@ fn handle_admission_failure(
     pod: &Pod,
     reasons: Vec<PredicateFailure>,
     others: &[&Pod],
-) -> Result<Vec<PredicateFailure>, String> {
+) -> crate::error::Result<Vec<PredicateFailure>> {
     if !is_critical_pod(pod) {
         return Ok(reasons);
     }
@@ -571,9 +579,9 @@ fn handle_admission_failure(
         }
     }
     if !unmet.is_empty() {
-        return Err(format!(
+        return Err(crate::error::Error::Admission(format!(
             "Unexpected error while attempting to recover from admission failure: preemption: error finding a set of pods to preempt: no set of running pods found to reclaim resources: [{unmet}]"
-        ));
+        )));
     }
     warn!(
         pod = pod.metadata.name.as_deref().unwrap_or(""),

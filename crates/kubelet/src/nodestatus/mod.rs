@@ -28,6 +28,7 @@ use tracing::{debug, error, info, warn};
 use crate::KubeletConfig;
 use crate::cm::resources::ResourceAmounts;
 use crate::cri::Cri;
+use crate::events::{EventRecorder, EventType, node_ref};
 use crate::eviction::NodeConditions;
 use crate::pleg::PlegHealth;
 use machine::MachineInfo;
@@ -74,6 +75,9 @@ pub struct NodeStatusInputs {
     pub pleg: PlegHealth,
     /// The node IP (InternalIP).
     pub node_ip: IpAddr,
+    /// Records the node's status events (`NodeReady`, `NodeHasSufficientMemory`, ...) on
+    /// the Node.
+    pub recorder: EventRecorder,
 }
 
 /// Why a status update failed.
@@ -119,6 +123,7 @@ pub struct NodeStatusSync {
     registered: bool,
     last_status_report: Option<Instant>,
     ready_reported: bool,
+    recorder: EventRecorder,
 }
 
 impl NodeStatusSync {
@@ -158,6 +163,7 @@ impl NodeStatusSync {
             registered: false,
             last_status_report: None,
             ready_reported: false,
+            recorder: inputs.recorder,
         }
     }
 
@@ -295,16 +301,18 @@ impl NodeStatusSync {
         (node, changed)
     }
 
-    /// Runs the setters on `node` now and logs the events they record.
+    /// Runs the setters on `node` now and records the events they give on the Node
+    /// (upstream `recordNodeStatusEvent`).
     fn set_status(&self, node: &mut Node, observed: &Observed) {
+        let reference = node_ref(&self.facts.node_name);
         for event in set_node_status(&self.facts, observed, node, Timestamp::now()) {
-            info!(
-                node = %self.facts.node_name,
-                r#type = event.event_type,
-                reason = event.reason,
-                message = %event.message,
-                "node event"
-            );
+            let event_type = if event.event_type == "Warning" {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.recorder
+                .event(&reference, event_type, event.reason, &event.message);
         }
     }
 
@@ -317,9 +325,8 @@ impl NodeStatusSync {
             .list_images(ListImagesRequest { filter: None })
             .await
             .map(|r| r.images)
-            .map_err(|e| {
+            .inspect_err(|e| {
                 warn!(error = %e.message(), "Failed to set some node status fields: error getting image list");
-                e.message().to_owned()
             });
         let now = Instant::now();
         Observed {

@@ -59,7 +59,11 @@ impl RuntimeState {
     /// The runtime's errors at `now` (upstream `runtimeErrors`): no ready status yet, or
     /// none for [`MAX_WAIT_FOR_CONTAINER_RUNTIME`]; the PLEG health check's failure; the
     /// last RuntimeReady failure.
-    pub(crate) fn runtime_errors(&self, pleg: Result<(), String>, now: Instant) -> Vec<String> {
+    pub(crate) fn runtime_errors(
+        &self,
+        pleg: crate::error::Result<()>,
+        now: Instant,
+    ) -> Vec<String> {
         let mut errors = Vec::new();
         match self.last_sync {
             None => errors.push("container runtime status check may not have completed yet".into()),
@@ -157,7 +161,12 @@ pub(crate) mod tests {
         state.update(&status(true, true), start);
         assert!(state.network_errors().is_empty());
         assert_eq!(
-            state.runtime_errors(Err("pleg has yet to be successful".into()), start),
+            state.runtime_errors(
+                Err(crate::error::Error::Pleg(
+                    "pleg has yet to be successful".into()
+                )),
+                start
+            ),
             vec!["PLEG is not healthy: pleg has yet to be successful"]
         );
         let later = start + MAX_WAIT_FOR_CONTAINER_RUNTIME;

@@ -97,7 +97,7 @@ pub(crate) struct Observed {
     /// The runtime features of the last ready CRI Status.
     pub features: Option<RuntimeFeatures>,
     /// CRI ListImages, or why it failed.
-    pub images: Result<Vec<Image>, String>,
+    pub images: Result<Vec<Image>, tonic::Status>,
     /// MemoryPressure / DiskPressure from the eviction manager (no PID signal: never
     /// PIDPressure).
     pub pressure: NodeConditions,
@@ -258,7 +258,7 @@ fn daemon_endpoints(facts: &NodeFacts, status: &mut NodeStatus) {
 /// Upstream `Images`: the [`MAX_IMAGES_IN_NODE_STATUS`] largest images, each named by its
 /// repo digests then repo tags (at most [`MAX_NAMES_PER_IMAGE_IN_NODE_STATUS`] names). A
 /// failed image list empties the field.
-fn images(list: &Result<Vec<Image>, String>, status: &mut NodeStatus) {
+fn images(list: &Result<Vec<Image>, tonic::Status>, status: &mut NodeStatus) {
     let Ok(list) = list else {
         status.images = None;
         return;
@@ -844,7 +844,7 @@ mod tests {
             ]
         );
         let failed = Observed {
-            images: Err("rpc error".into()),
+            images: Err(tonic::Status::unknown("rpc error")),
             ..healthy()
         };
         set_node_status(&facts(), &failed, &mut node, at(10));

@@ -81,6 +81,7 @@ fn harness() -> Harness {
         pressure: Arc::new(move || *read_pressure.lock().unwrap()),
         pleg,
         node_ip: "10.1.2.3".parse().unwrap(),
+        recorder: crate::events::EventRecorder::log_only("node1"),
     });
     Harness {
         api,

@@ -408,8 +408,9 @@ mod tests {
     use tokio::sync::mpsc;
     use tokio_stream::wrappers::UnboundedReceiverStream;
 
-    /// A fake API server: lists answer from `objects` by collection path, watches stream
-    /// the lines sent on `watch_tx`, POSTs of tokens answer a fixed token.
+    /// A fake API server: lists answer from `objects` by collection path, the watch of
+    /// ConfigMap `x` streams the lines sent on `watch_tx`, POSTs of tokens answer a fixed
+    /// token.
     #[derive(Clone)]
     struct Fake {
         objects: Arc<Mutex<HashMap<String, Vec<Value>>>>,
@@ -468,7 +469,14 @@ mod tests {
                 return body(&answer, StatusCode::CREATED);
             }
             if query.contains("watch=true") {
-                let receiver = if path.ends_with("/configmaps") {
+                // The events are about ConfigMap `x`: only its watch gets them (the cache
+                // watches each object on its own, and a watch of another name must not
+                // take the stream first).
+                let about_x = query
+                    .split('&')
+                    .filter_map(|p| p.strip_prefix("fieldSelector=metadata.name%3D"))
+                    .all(|name| name == "x");
+                let receiver = if path.ends_with("/configmaps") && about_x {
                     lock(&self.watch_rx).take()
                 } else {
                     None

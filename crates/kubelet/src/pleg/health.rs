@@ -1,6 +1,7 @@
 //! PLEG health (upstream `GenericPLEG.Healthy` / `EventedPLEG.Healthy`): the PLEG is
 //! healthy while it relisted or processed a runtime event within its threshold.
 
+use crate::error::{Error, Result};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -47,7 +48,7 @@ impl PlegHealth {
     /// `Ok` while the PLEG was active within its threshold; otherwise the upstream
     /// reason, e.g. `pleg was last seen active 3m0.5s ago; threshold is 3m0s`, or
     /// `pleg has yet to be successful` before the first relist.
-    pub fn healthy(&self) -> Result<(), String> {
+    pub fn healthy(&self) -> Result<()> {
         let state = self.lock();
         check(
             state.mode,
@@ -79,9 +80,9 @@ impl PlegHealth {
 }
 
 /// The health verdict at `now` for a PLEG in `mode` last active at `last_active`.
-fn check(mode: PlegMode, last_active: Option<Instant>, now: Instant) -> Result<(), String> {
+fn check(mode: PlegMode, last_active: Option<Instant>, now: Instant) -> Result<()> {
     let Some(last_active) = last_active else {
-        return Err("pleg has yet to be successful".to_owned());
+        return Err(Error::Pleg("pleg has yet to be successful".to_owned()));
     };
     let (threshold, prefix) = match mode {
         PlegMode::Relist => (RELIST_THRESHOLD, ""),
@@ -89,11 +90,11 @@ fn check(mode: PlegMode, last_active: Option<Instant>, now: Instant) -> Result<(
     };
     let elapsed = now.saturating_duration_since(last_active);
     if elapsed > threshold {
-        return Err(format!(
+        return Err(Error::Pleg(format!(
             "{prefix}pleg was last seen active {} ago; threshold is {}",
             go_duration(elapsed),
             go_duration(threshold)
-        ));
+        )));
     }
     Ok(())
 }
@@ -161,7 +162,7 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(3600);
         assert_eq!(
             check(PlegMode::Relist, None, now),
-            Err("pleg has yet to be successful".to_owned())
+            Err(Error::Pleg("pleg has yet to be successful".to_owned()))
         );
         assert!(check(PlegMode::Relist, Some(now - RELIST_THRESHOLD), now).is_ok());
         assert_eq!(
@@ -170,12 +171,16 @@ mod tests {
                 Some(now - Duration::from_millis(180_001)),
                 now
             ),
-            Err("pleg was last seen active 3m0.001s ago; threshold is 3m0s".to_owned())
+            Err(Error::Pleg(
+                "pleg was last seen active 3m0.001s ago; threshold is 3m0s".to_owned()
+            ))
         );
         assert!(check(PlegMode::Evented, Some(now - Duration::from_secs(300)), now).is_ok());
         assert_eq!(
             check(PlegMode::Evented, Some(now - Duration::from_secs(601)), now),
-            Err("EventedPLEG: pleg was last seen active 10m1s ago; threshold is 10m0s".to_owned())
+            Err(Error::Pleg(
+                "EventedPLEG: pleg was last seen active 10m1s ago; threshold is 10m0s".to_owned()
+            ))
         );
     }
 

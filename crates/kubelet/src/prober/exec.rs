@@ -8,6 +8,7 @@ use tonic::Code;
 
 use super::probe::{HandlerResult, Outcome};
 use crate::cri::Cri;
+use crate::error::Error;
 
 /// Most bytes of command output kept (upstream `maxReadLength`, 10 KiB).
 const MAX_OUTPUT: usize = 10 * 1024;
@@ -37,7 +38,12 @@ pub async fn probe(
         Ok(Err(status)) if status.code() == Code::DeadlineExceeded => {
             return Ok((Outcome::Failure, timed_out));
         }
-        Ok(Err(status)) => return Err(format!("exec in container failed: {}", status.message())),
+        Ok(Err(status)) => {
+            return Err(Error::Probe(format!(
+                "exec in container failed: {}",
+                status.message()
+            )));
+        }
         Ok(Ok(response)) => response,
     };
     let mut output = response.stdout;

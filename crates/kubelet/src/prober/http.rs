@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 use super::USER_AGENT;
 use super::probe::{Outcome, join_host_port, resolve_container_port};
 use super::tcp::dial;
+use crate::error::{Error, Result};
 use crate::kuberuntime::insecure_tls;
 
 /// Most bytes of a response body read (upstream `maxRespBodyLength`, 10 KiB).
@@ -64,11 +65,7 @@ pub struct ProbeRequest {
 impl ProbeRequest {
     /// The request of `action` for `container`: the host defaults to `pod_ip`, the port is
     /// a number or one of the container's port names, the scheme defaults to HTTP.
-    pub fn for_action(
-        action: &HTTPGetAction,
-        container: &Container,
-        pod_ip: &str,
-    ) -> Result<Self, String> {
+    pub fn for_action(action: &HTTPGetAction, container: &Container, pod_ip: &str) -> Result<Self> {
         let scheme = match action
             .scheme
             .as_deref()
@@ -78,7 +75,7 @@ impl ProbeRequest {
         {
             "" | "http" => Scheme::Http,
             "https" => Scheme::Https,
-            other => return Err(format!("unsupported scheme {other:?}")),
+            other => return Err(Error::Probe(format!("unsupported scheme {other:?}"))),
         };
         let host = action
             .host
@@ -275,7 +272,7 @@ fn classify(status: u16, body: String) -> (Outcome, String) {
 }
 
 /// One GET without keep-alive, reading at most [`MAX_BODY`] bytes of the body.
-async fn fetch(request: &ProbeRequest, timeout: Duration) -> Result<Fetched, String> {
+async fn fetch(request: &ProbeRequest, timeout: Duration) -> Result<Fetched> {
     let addr = join_host_port(&request.host, request.port);
     let host_header = request
         .headers
@@ -294,7 +291,7 @@ async fn fetch(request: &ProbeRequest, timeout: Duration) -> Result<Fetched, Str
     }
     let http_request = builder
         .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Error::Probe(e.to_string()))?;
     let tcp = dial(&addr, timeout).await?;
     match request.scheme {
         Scheme::Http => exchange(TokioIo::new(tcp), http_request).await,
@@ -314,20 +311,20 @@ impl Drop for AbortOnDrop {
     }
 }
 
-async fn exchange<T>(io: T, request: Request<Empty<Bytes>>) -> Result<Fetched, String>
+async fn exchange<T>(io: T, request: Request<Empty<Bytes>>) -> Result<Fetched>
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Error::Probe(e.to_string()))?;
     let _connection = AbortOnDrop(tokio::spawn(async move {
         let _ = connection.await;
     }));
     let response = sender
         .send_request(request)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Error::Probe(e.to_string()))?;
     let status = response.status().as_u16();
     let location = response
         .headers()
@@ -339,7 +336,7 @@ where
     while bytes.len() < MAX_BODY {
         match body.frame().await {
             None => break,
-            Some(Err(e)) => return Err(e.to_string()),
+            Some(Err(e)) => return Err(Error::Probe(e.to_string())),
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
                     bytes.extend_from_slice(&data);
@@ -360,13 +357,13 @@ where
 async fn tls_connect(
     host: &str,
     tcp: TcpStream,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
-    let config = insecure_tls::client_config().map_err(|e| e.to_string())?;
-    let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let config = insecure_tls::client_config().map_err(|e| Error::Probe(e.to_string()))?;
+    let name = ServerName::try_from(host.to_owned()).map_err(|e| Error::Probe(e.to_string()))?;
     tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| Error::Probe(e.to_string()))
 }
 
 #[cfg(test)]

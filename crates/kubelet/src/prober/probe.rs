@@ -13,6 +13,7 @@ use tracing::{debug, warn};
 use super::worker::ProbeTiming;
 use super::{ProbeType, exec, grpc, http, tcp};
 use crate::cri::Cri;
+use crate::error::{Error, Result};
 use crate::events::{self, EventRecorder, EventType};
 use crate::kuberuntime::env::expand;
 use crate::prober::results::ProbeResult;
@@ -35,7 +36,7 @@ pub enum Outcome {
 
 /// A handler's outcome and its output (the failure message, command output or response
 /// body), or an error when the probe could not be run at all.
-pub type HandlerResult = Result<(Outcome, String), String>;
+pub type HandlerResult = Result<(Outcome, String)>;
 
 /// Runs probes; the probe workers call it each period. [`Prober`] is the real one.
 #[async_trait]
@@ -50,7 +51,7 @@ pub trait ProbeRunner: Send + Sync {
         pod_ip: &str,
         container: &Container,
         container_id: &str,
-    ) -> Result<ProbeResult, String>;
+    ) -> Result<ProbeResult>;
 }
 
 /// The production [`ProbeRunner`]: exec through the CRI, httpGet, tcpSocket and grpc over
@@ -126,10 +127,10 @@ impl Prober {
             let service = action.service.as_deref().unwrap_or("");
             return Ok(grpc::probe(pod_ip, action.port, service, timeout).await);
         }
-        Err(format!(
+        Err(Error::Probe(format!(
             "missing probe handler for container {}",
             container.name
-        ))
+        )))
     }
 }
 
@@ -142,12 +143,12 @@ impl ProbeRunner for Prober {
         pod_ip: &str,
         container: &Container,
         container_id: &str,
-    ) -> Result<ProbeResult, String> {
+    ) -> Result<ProbeResult> {
         let Some(spec) = probe_type.spec(container) else {
             return Ok(ProbeResult::Success);
         };
         let pod_name = pod.metadata.name.as_deref().unwrap_or("");
-        let mut outcome = Err(String::new());
+        let mut outcome = Err(Error::Probe(String::new()));
         for _ in 0..MAX_PROBE_RETRIES {
             outcome = self.run_probe(spec, pod_ip, container, container_id).await;
             if outcome.is_ok() {
@@ -216,7 +217,7 @@ fn expand_static(command: &[String], container: &Container) -> Vec<String> {
 /// The port number of a probe's `port`: a number, or the name of one of the container's
 /// ports, or a number written as a string (upstream `probe.ResolveContainerPort`).
 /// Errors with upstream's messages when the name is unknown or the number is out of range.
-pub fn resolve_container_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+pub fn resolve_container_port(port: &IntOrString, container: &Container) -> Result<u16> {
     let number = match port {
         IntOrString::Int(n) => i64::from(*n),
         IntOrString::String(name) => {
@@ -230,14 +231,14 @@ pub fn resolve_container_port(port: &IntOrString, container: &Container) -> Resu
                 Some(n) => n,
                 None => name
                     .parse::<i64>()
-                    .map_err(|_| format!("port {name} not found"))?,
+                    .map_err(|_| Error::Probe(format!("port {name} not found")))?,
             }
         }
     };
     u16::try_from(number)
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| format!("invalid port number: {number}"))
+        .ok_or_else(|| Error::Probe(format!("invalid port number: {number}")))
 }
 
 /// `host:port`, with an IPv6 host in brackets (Go's `net.JoinHostPort`).
@@ -293,15 +294,15 @@ mod tests {
         assert_eq!(resolve(IntOrString::String("9090".into())), Ok(9090));
         assert_eq!(
             resolve(IntOrString::String("grpc".into())),
-            Err("port grpc not found".into())
+            Err(Error::Probe("port grpc not found".into()))
         );
         assert_eq!(
             resolve(IntOrString::Int(70000)),
-            Err("invalid port number: 70000".into())
+            Err(Error::Probe("invalid port number: 70000".into()))
         );
         assert_eq!(
             resolve(IntOrString::Int(0)),
-            Err("invalid port number: 0".into())
+            Err(Error::Probe("invalid port number: 0".into()))
         );
     }
 

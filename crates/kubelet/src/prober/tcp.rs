@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use super::probe::{Outcome, join_host_port};
+use crate::error::{Error, Result};
 
 /// Connects to `host:port` within `timeout` and closes the connection at once. Failures
 /// read like Go's dial errors: `dial tcp 10.88.0.5:8080: connect: connection refused`,
@@ -14,17 +15,20 @@ pub async fn probe(host: &str, port: u16, timeout: Duration) -> (Outcome, String
     let addr = join_host_port(host, port);
     match dial(&addr, timeout).await {
         Ok(_) => (Outcome::Success, String::new()),
-        Err(message) => (Outcome::Failure, message),
+        Err(message) => (Outcome::Failure, message.to_string()),
     }
 }
 
 /// Opens a TCP connection to `addr` (`host:port`) within `timeout`; the error is a Go-style
 /// dial error message.
-pub async fn dial(addr: &str, timeout: Duration) -> Result<TcpStream, String> {
+pub async fn dial(addr: &str, timeout: Duration) -> Result<TcpStream> {
     match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
         Ok(Ok(stream)) => Ok(stream),
-        Ok(Err(e)) => Err(format!("dial tcp {addr}: connect: {}", os_error_text(&e))),
-        Err(_) => Err(format!("dial tcp {addr}: i/o timeout")),
+        Ok(Err(e)) => Err(Error::Probe(format!(
+            "dial tcp {addr}: connect: {}",
+            os_error_text(&e)
+        ))),
+        Err(_) => Err(Error::Probe(format!("dial tcp {addr}: i/o timeout"))),
     }
 }
 

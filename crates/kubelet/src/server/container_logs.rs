@@ -18,6 +18,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::ServerState;
 use super::cri_log::{LogOptions, read_logs};
 use super::lookup::{FoundPod, HttpError, find_pod, parse_bool, strip_runtime};
+use crate::error::{Error, Result};
 
 /// Chunks buffered between the file reader and the response.
 const LOG_CHANNEL: usize = 16;
@@ -110,7 +111,7 @@ async fn serve(
         ));
     }
     let bad = |msg: String| HttpError(StatusCode::BAD_REQUEST, msg);
-    let id = log_container_id(&pod, container, q.previous).map_err(bad)?;
+    let id = log_container_id(&pod, container, q.previous).map_err(|e| bad(e.to_string()))?;
     let status = state
         .cri
         .container_status(ContainerStatusRequest {
@@ -169,11 +170,13 @@ async fn serve(
 
 /// Which container instance's logs to read (upstream `validateContainerLogStatus`),
 /// or the upstream message why none can be.
-fn log_container_id(pod: &FoundPod, container: &str, previous: bool) -> Result<String, String> {
+fn log_container_id(pod: &FoundPod, container: &str, previous: bool) -> Result<String> {
     let pod_name = pod.name();
-    let status = pod
-        .container_status(container)
-        .ok_or_else(|| format!("container {container:?} in pod {pod_name:?} is not available"))?;
+    let status = pod.container_status(container).ok_or_else(|| {
+        Error::Log(format!(
+            "container {container:?} in pod {pod_name:?} is not available"
+        ))
+    })?;
     let state = status.state.clone().unwrap_or_default();
     let last = status.last_state.clone().unwrap_or_default();
     let last_terminated_id = last
@@ -181,10 +184,16 @@ fn log_container_id(pod: &FoundPod, container: &str, previous: bool) -> Result<S
         .as_ref()
         .and_then(|t| t.container_id.as_deref())
         .filter(|id| !id.is_empty());
-    let terminated = || format!("container {container:?} in pod {pod_name:?} is terminated");
+    let terminated = || {
+        Error::Log(format!(
+            "container {container:?} in pod {pod_name:?} is terminated"
+        ))
+    };
     let id = if previous {
         last_terminated_id.ok_or_else(|| {
-            format!("previous terminated container {container:?} in pod {pod_name:?} not found")
+            Error::Log(format!(
+                "previous terminated container {container:?} in pod {pod_name:?} not found"
+            ))
         })?
     } else if state.running.is_some() {
         status.container_id.as_deref().unwrap_or_default()
@@ -202,13 +211,13 @@ fn log_container_id(pod: &FoundPod, container: &str, previous: bool) -> Result<S
             "ImagePullBackOff" => "trying and failing to pull image",
             other => other,
         };
-        return Err(format!(
+        return Err(Error::Log(format!(
             "container {container:?} in pod {pod_name:?} is waiting to start: {why}"
-        ));
+        )));
     } else {
-        return Err(format!(
+        return Err(Error::Log(format!(
             "container {container:?} in pod {pod_name:?} is waiting to start - no logs yet"
-        ));
+        )));
     };
     Ok(strip_runtime(id))
 }
@@ -268,7 +277,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            log_container_id(&first, "c", true).unwrap_err(),
+            log_container_id(&first, "c", true).unwrap_err().to_string(),
             "previous terminated container \"c\" in pod \"p\" not found"
         );
         let pulling = pod_with(ContainerStatus {
@@ -282,12 +291,15 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            log_container_id(&pulling, "c", false).unwrap_err(),
+            log_container_id(&pulling, "c", false)
+                .unwrap_err()
+                .to_string(),
             "container \"c\" in pod \"p\" is waiting to start: trying and failing to pull image"
         );
         assert!(
             log_container_id(&pulling, "other", false)
                 .unwrap_err()
+                .to_string()
                 .ends_with("is not available")
         );
     }

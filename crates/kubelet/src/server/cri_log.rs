@@ -16,6 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::error::{Error, Result};
 use bytes::Bytes;
 use chrono::{DateTime, FixedOffset};
 use tokio::sync::mpsc;
@@ -57,28 +58,38 @@ pub struct LogEntry {
 /// Parses one CRI log line (without or with its trailing `\n`).
 ///
 /// Errors (as a message) when the timestamp, stream or tag is missing or invalid.
-pub fn parse_line(line: &[u8]) -> Result<LogEntry, String> {
+pub fn parse_line(line: &[u8]) -> Result<LogEntry> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let mut fields = line.splitn(4, |b| *b == b' ');
     let timestamp = fields.next().unwrap_or_default();
     let timestamp = std::str::from_utf8(timestamp)
         .ok()
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .ok_or_else(|| format!("unexpected timestamp in log line {:?}", lossy(line)))?;
+        .ok_or_else(|| {
+            Error::Log(format!(
+                "unexpected timestamp in log line {:?}",
+                lossy(line)
+            ))
+        })?;
     let stream = match fields.next() {
         Some(b"stdout") => "stdout",
         Some(b"stderr") => "stderr",
         _ => {
-            return Err(format!(
+            return Err(Error::Log(format!(
                 "unexpected stream type in log line {:?}",
                 lossy(line)
-            ));
+            )));
         }
     };
     let partial = match fields.next() {
         Some(b"P") => true,
         Some(b"F") => false,
-        _ => return Err(format!("unexpected tag in log line {:?}", lossy(line))),
+        _ => {
+            return Err(Error::Log(format!(
+                "unexpected tag in log line {:?}",
+                lossy(line)
+            )));
+        }
     };
     Ok(LogEntry {
         timestamp,

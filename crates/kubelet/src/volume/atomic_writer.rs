@@ -13,6 +13,7 @@
 //! with one rename, then user-visible links are added or removed and the old version is
 //! deleted.
 
+use crate::error::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Component, Path, PathBuf};
@@ -41,31 +42,37 @@ pub struct AtomicWriter {
 
 /// Errors unless `path` is relative, without `..` components, not starting with `..`,
 /// and within upstream's length limits (upstream `validatePath`).
-fn validate_path(path: &str) -> Result<(), String> {
+fn validate_path(path: &str) -> Result<()> {
     if path.is_empty() {
-        return Err("invalid path: must not be empty".to_owned());
+        return Err(Error::Volume("invalid path: must not be empty".to_owned()));
     }
     if path.len() > MAX_PATH_LENGTH {
-        return Err(format!(
+        return Err(Error::Volume(format!(
             "invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters"
-        ));
+        )));
     }
     let p = Path::new(path);
     if p.is_absolute() {
-        return Err(format!("invalid path: must be relative path: {path}"));
+        return Err(Error::Volume(format!(
+            "invalid path: must be relative path: {path}"
+        )));
     }
     if p.components().any(|c| c == Component::ParentDir) {
-        return Err(format!("invalid path: must not contain '..': {path}"));
+        return Err(Error::Volume(format!(
+            "invalid path: must not contain '..': {path}"
+        )));
     }
     if path.starts_with("..") {
-        return Err(format!("invalid path: must not start with '..': {path}"));
+        return Err(Error::Volume(format!(
+            "invalid path: must not start with '..': {path}"
+        )));
     }
     if p.components()
         .any(|c| c.as_os_str().len() > MAX_FILE_NAME_LENGTH)
     {
-        return Err(format!(
+        return Err(Error::Volume(format!(
             "invalid path: each path element must be less than or equal to {MAX_FILE_NAME_LENGTH} characters"
-        ));
+        )));
     }
     Ok(())
 }
@@ -93,7 +100,7 @@ impl AtomicWriter {
     /// nothing when the current version already has the same files, contents and modes.
     /// Errors on an invalid path or any I/O failure; a failed write leaves the previous
     /// version in place.
-    pub fn write(&self, payload: &BTreeMap<String, FileProjection>) -> Result<(), String> {
+    pub fn write(&self, payload: &BTreeMap<String, FileProjection>) -> Result<()> {
         for path in payload.keys() {
             validate_path(path)?;
         }
@@ -122,16 +129,16 @@ impl AtomicWriter {
             let link = self.target_dir.join(name);
             if std::fs::symlink_metadata(&link).is_err() {
                 symlink(Path::new(DATA_DIR_NAME).join(name), &link)
-                    .map_err(|e| format!("symlink {}: {e}", link.display()))?;
+                    .map_err(|e| Error::io("symlink", &link, e))?;
             }
         }
         for name in old_names.difference(&new_names) {
             let link = self.target_dir.join(name);
-            std::fs::remove_file(&link).map_err(|e| format!("remove {}: {e}", link.display()))?;
+            std::fs::remove_file(&link).map_err(|e| Error::io("remove", &link, e))?;
         }
         if let Some(old) = old_version {
             let old = self.target_dir.join(old);
-            std::fs::remove_dir_all(&old).map_err(|e| format!("remove {}: {e}", old.display()))?;
+            std::fs::remove_dir_all(&old).map_err(|e| Error::io("remove", &old, e))?;
         }
         Ok(())
     }
@@ -162,7 +169,7 @@ impl AtomicWriter {
     }
 
     /// Creates `..<UTC timestamp>.<nanoseconds>` (mode 0755) and returns its name.
-    fn new_version_dir(&self) -> Result<String, String> {
+    fn new_version_dir(&self) -> Result<String> {
         let now = chrono::Utc::now();
         for attempt in 0u32..10 {
             let name = format!(
@@ -174,45 +181,39 @@ impl AtomicWriter {
             match std::fs::create_dir(&path) {
                 Ok(()) => {
                     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-                        .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+                        .map_err(|e| Error::io("chmod", &path, e))?;
                     return Ok(name);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(format!("mkdir {}: {e}", path.display())),
+                Err(e) => return Err(Error::io("mkdir", &path, e)),
             }
         }
-        Err(format!(
+        Err(Error::Volume(format!(
             "no free version directory name in {}",
             self.target_dir.display()
-        ))
+        )))
     }
 
-    fn write_payload(
-        &self,
-        dir: &Path,
-        payload: &BTreeMap<String, FileProjection>,
-    ) -> Result<(), String> {
+    fn write_payload(&self, dir: &Path, payload: &BTreeMap<String, FileProjection>) -> Result<()> {
         for (rel, file) in payload {
             let path = dir.join(rel);
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent).map_err(|e| Error::io("mkdir", parent, e))?;
             }
-            std::fs::write(&path, &file.data)
-                .map_err(|e| format!("write {}: {e}", path.display()))?;
+            std::fs::write(&path, &file.data).map_err(|e| Error::io("write", &path, e))?;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(file.mode))
-                .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+                .map_err(|e| Error::io("chmod", &path, e))?;
         }
         Ok(())
     }
 
     /// Points `..data` at `version` with one rename of a fresh symlink.
-    fn switch_data_link(&self, version: &str) -> Result<(), String> {
+    fn switch_data_link(&self, version: &str) -> Result<()> {
         let tmp = self.target_dir.join(NEW_DATA_DIR_NAME);
         let _ = std::fs::remove_file(&tmp);
-        symlink(version, &tmp).map_err(|e| format!("symlink {}: {e}", tmp.display()))?;
+        symlink(version, &tmp).map_err(|e| Error::io("symlink", &tmp, e))?;
         std::fs::rename(&tmp, self.target_dir.join(DATA_DIR_NAME))
-            .map_err(|e| format!("rename {}: {e}", tmp.display()))
+            .map_err(|e| Error::io("rename", &tmp, e))
     }
 }
 

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, EmptyDirVolumeSource, KeyToPath, Pod
 use super::atomic_writer::{AtomicWriter, FileProjection};
 use super::empty_dir::EmptyDirPlugin;
 use super::plugin::VolumePlugin;
+use crate::error::{Error, Result};
 use crate::objects::{ObjectError, ObjectSource};
 
 /// Plugin name of configMap volumes.
@@ -35,7 +36,7 @@ pub(crate) fn make_payload(
     default_mode: Option<i32>,
     optional: bool,
     missing_key: impl Fn(&str) -> String,
-) -> Result<BTreeMap<String, FileProjection>, String> {
+) -> Result<BTreeMap<String, FileProjection>> {
     let default_mode = default_mode.unwrap_or(DEFAULT_MODE);
     let mode = |m: i32| m as u32 & 0o7777;
     if items.is_empty() {
@@ -56,7 +57,7 @@ pub(crate) fn make_payload(
             if optional {
                 continue;
             }
-            return Err(missing_key(&item.key));
+            return Err(Error::Volume(missing_key(&item.key)));
         };
         payload.insert(
             item.path.clone(),
@@ -111,9 +112,8 @@ pub(crate) fn config_map_payload(
     items: &[KeyToPath],
     default_mode: Option<i32>,
     optional: bool,
-) -> Result<BTreeMap<String, FileProjection>, String> {
-    let config_map =
-        get_optional_config_map(objects, namespace, name, optional).map_err(|e| e.to_string())?;
+) -> Result<BTreeMap<String, FileProjection>> {
+    let config_map = get_optional_config_map(objects, namespace, name, optional)?;
     make_payload(
         items,
         &config_map_data(config_map.as_deref()),
@@ -124,7 +124,7 @@ pub(crate) fn config_map_payload(
 }
 
 /// Sets up `dir` as a disk-backed emptyDir (the wrapper of configMap volumes).
-pub(crate) fn setup_disk_wrapper(pod: &Pod, dir: &Path) -> Result<(), String> {
+pub(crate) fn setup_disk_wrapper(pod: &Pod, dir: &Path) -> Result<()> {
     let wrapper = Volume {
         empty_dir: Some(EmptyDirVolumeSource::default()),
         ..Default::default()
@@ -145,7 +145,7 @@ impl VolumePlugin for ConfigMapPlugin {
         volume.config_map.is_some()
     }
 
-    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf, String> {
+    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf> {
         let source = volume.config_map.clone().unwrap_or_default();
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
         let payload = config_map_payload(
@@ -250,7 +250,9 @@ mod tests {
                 .insert(("ns".into(), "x".into()), config_map("x", &[("a", "1")]));
         });
         assert_eq!(
-            config_map_payload(fake.as_ref(), "ns", "y", &[], None, false).unwrap_err(),
+            config_map_payload(fake.as_ref(), "ns", "y", &[], None, false)
+                .unwrap_err()
+                .to_string(),
             "configmap \"y\" not found"
         );
         assert!(
@@ -260,14 +262,18 @@ mod tests {
         );
         let items = [item("a", "a", None), item("nope", "nope", None)];
         assert_eq!(
-            config_map_payload(fake.as_ref(), "ns", "x", &items, None, false).unwrap_err(),
+            config_map_payload(fake.as_ref(), "ns", "x", &items, None, false)
+                .unwrap_err()
+                .to_string(),
             "configmap references non-existent config key: nope"
         );
         let optional = config_map_payload(fake.as_ref(), "ns", "x", &items, None, true).unwrap();
         assert_eq!(optional.keys().collect::<Vec<_>>(), ["a"]);
         let standalone = crate::objects::Standalone;
         assert_eq!(
-            config_map_payload(&standalone, "ns", "x", &[], None, true).unwrap_err(),
+            config_map_payload(&standalone, "ns", "x", &[], None, true)
+                .unwrap_err()
+                .to_string(),
             "not supported due to running kubelet in standalone mode"
         );
     }

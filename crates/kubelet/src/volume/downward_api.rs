@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, Pod, ResourceFieldSelect
 use super::atomic_writer::{AtomicWriter, FileProjection};
 use super::empty_dir::EmptyDirPlugin;
 use super::plugin::VolumePlugin;
+use crate::error::{Error, Result};
 use crate::kuberuntime::env::{self, NodeAllocatable};
 
 /// Plugin name of downwardAPI volumes.
@@ -60,7 +61,7 @@ fn go_quote(s: &str) -> String {
 }
 
 /// A pod field as a volume file holds it (upstream `ExtractFieldPathAsString`).
-pub fn field_path_value(pod: &Pod, field_path: &str) -> Result<String, String> {
+pub fn field_path_value(pod: &Pod, field_path: &str) -> Result<String> {
     let meta = &pod.metadata;
     let subscript = |prefix: &str| {
         field_path
@@ -90,7 +91,7 @@ pub fn field_path_value(pod: &Pod, field_path: &str) -> Result<String, String> {
         "metadata.name" => meta.name.clone().unwrap_or_default(),
         "metadata.namespace" => meta.namespace.clone().unwrap_or_default(),
         "metadata.uid" => meta.uid.clone().unwrap_or_default(),
-        other => return Err(format!("unsupported fieldPath: {other}")),
+        other => return Err(Error::Volume(format!("unsupported fieldPath: {other}"))),
     })
 }
 
@@ -101,7 +102,7 @@ pub fn resource_value(
     pod: &Pod,
     selector: &ResourceFieldSelector,
     allocatable: NodeAllocatable,
-) -> Result<String, String> {
+) -> Result<String> {
     let container_name = selector.container_name.as_deref().unwrap_or("");
     let container = pod
         .spec
@@ -112,7 +113,7 @@ pub fn resource_value(
                 .chain(s.init_containers.iter().flatten())
         })
         .find(|c| c.name == container_name)
-        .ok_or_else(|| format!("container {container_name} not found"))?;
+        .ok_or_else(|| Error::Volume(format!("container {container_name} not found")))?;
     env::resource_value(selector, container, allocatable)
 }
 
@@ -123,15 +124,17 @@ pub fn collect_data(
     items: &[DownwardAPIVolumeFile],
     default_mode: Option<i32>,
     allocatable: &NodeAllocatable,
-) -> Result<BTreeMap<String, FileProjection>, String> {
+) -> Result<BTreeMap<String, FileProjection>> {
     let default_mode = default_mode.unwrap_or(DEFAULT_MODE);
-    let mut errors: HashMap<String, String> = HashMap::new();
+    let mut errors: HashMap<String, Error> = HashMap::new();
     let mut out = BTreeMap::new();
     for item in items {
         let value = match (&item.field_ref, &item.resource_field_ref) {
             (Some(field), _) => field_path_value(pod, &field.field_path),
             (None, Some(resource)) => resource_value(pod, resource, *allocatable),
-            (None, None) => Err("neither fieldRef nor resourceFieldRef is set".to_owned()),
+            (None, None) => Err(Error::Volume(
+                "neither fieldRef nor resourceFieldRef is set".to_owned(),
+            )),
         };
         match value {
             Ok(v) => {
@@ -156,7 +159,7 @@ pub fn collect_data(
         .map(|(p, e)| format!("{p}: {e}"))
         .collect();
     messages.sort();
-    Err(messages.join(", "))
+    Err(Error::Volume(messages.join(", ")))
 }
 
 impl VolumePlugin for DownwardApiPlugin {
@@ -168,7 +171,7 @@ impl VolumePlugin for DownwardApiPlugin {
         volume.downward_api.is_some()
     }
 
-    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf, String> {
+    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf> {
         let source = volume.downward_api.clone().unwrap_or_default();
         let payload = collect_data(
             pod,
@@ -257,7 +260,9 @@ mod tests {
         );
         assert_eq!(field_path_value(&p, "metadata.uid").unwrap(), "u-1");
         assert_eq!(
-            field_path_value(&p, "spec.nodeName").unwrap_err(),
+            field_path_value(&p, "spec.nodeName")
+                .unwrap_err()
+                .to_string(),
             "unsupported fieldPath: spec.nodeName"
         );
     }
@@ -284,7 +289,9 @@ mod tests {
         let mut missing = sel("limits.cpu", None);
         missing.container_name = Some("nope".into());
         assert_eq!(
-            resource_value(&p, &missing, ALLOCATABLE).unwrap_err(),
+            resource_value(&p, &missing, ALLOCATABLE)
+                .unwrap_err()
+                .to_string(),
             "container nope not found"
         );
     }
@@ -319,7 +326,8 @@ mod tests {
             None,
             &ALLOCATABLE,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(err, "bad: unsupported fieldPath: status.podIP");
     }
 }

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Pod, Volume};
 
 use super::mount::{is_mount_point, mount_tmpfs};
 use super::plugin::VolumePlugin;
+use crate::error::{Error, Result};
 use skiff_api::quantity;
 
 /// Plugin name of emptyDir volumes.
@@ -75,7 +76,7 @@ impl EmptyDirPlugin {
 
     /// Sets up `dir` as a memory-backed emptyDir of `size_bytes` (also the wrapper of
     /// downwardAPI volumes): the directory, then a tmpfs on it unless one is there.
-    pub fn setup_tmpfs(dir: &Path, size_bytes: i64) -> Result<(), String> {
+    pub fn setup_tmpfs(dir: &Path, size_bytes: i64) -> Result<()> {
         setup_dir(dir)?;
         if is_mount_point(dir) {
             return Ok(());
@@ -85,15 +86,15 @@ impl EmptyDirPlugin {
 }
 
 /// Creates `dir` (and its parents) with mode 0777, as upstream's `setupDir`.
-fn setup_dir(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+fn setup_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))?;
     let mode = std::fs::metadata(dir)
-        .map_err(|e| format!("stat {}: {e}", dir.display()))?
+        .map_err(|e| Error::io("stat", dir, e))?
         .permissions()
         .mode();
     if mode & 0o7777 != EMPTY_DIR_MODE {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(EMPTY_DIR_MODE))
-            .map_err(|e| format!("chmod {}: {e}", dir.display()))?;
+            .map_err(|e| Error::io("chmod", dir, e))?;
     }
     Ok(())
 }
@@ -107,12 +108,12 @@ impl VolumePlugin for EmptyDirPlugin {
         volume.empty_dir.is_some()
     }
 
-    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf, String> {
+    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf> {
         let source = volume.empty_dir.clone().unwrap_or_default();
         match source.medium.as_deref().unwrap_or("") {
             "" => setup_dir(dir)?,
             "Memory" => Self::setup_tmpfs(dir, self.memory_size(pod, &source))?,
-            other => return Err(format!("unknown storage medium {other:?}")),
+            other => return Err(Error::Volume(format!("unknown storage medium {other:?}"))),
         }
         Ok(dir.to_path_buf())
     }
@@ -182,7 +183,8 @@ mod tests {
         assert_eq!(
             plugin
                 .setup(&Pod::default(), &volume(Some("Floppy")), &dir)
-                .unwrap_err(),
+                .unwrap_err()
+                .to_string(),
             "unknown storage medium \"Floppy\""
         );
         plugin.teardown(&dir).unwrap();

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Pod, Volume};
 
 use super::plugin::VolumePlugin;
 use super::subpath::validate_path_no_backsteps;
+use crate::error::{Error, Result};
 
 /// Plugin name of hostPath volumes.
 pub const HOST_PATH_PLUGIN_NAME: &str = "kubernetes.io/host-path";
@@ -21,14 +22,14 @@ pub struct HostPathPlugin;
 /// checks nothing. Errors like upstream: `hostPath type check failed: /x is not a
 /// directory`, `... is not a file`, `... is not a socket file`, `... is not a character
 /// device`, `... is not a block device`, and `T is an invalid volume type`.
-pub fn check_type(path: &Path, path_type: &str) -> Result<(), String> {
+pub fn check_type(path: &Path, path_type: &str) -> Result<()> {
     // Stat follows symlinks, as upstream's GetFileType does.
     let file_type = std::fs::metadata(path).ok().map(|m| m.file_type());
     let failed = |what: &str| {
-        Err(format!(
+        Err(Error::Volume(format!(
             "hostPath type check failed: {} is not {what}",
             path.display()
-        ))
+        )))
     };
     let check = |ok: bool, what: &str| if ok { Ok(()) } else { failed(what) };
     match path_type {
@@ -37,7 +38,7 @@ pub fn check_type(path: &Path, path_type: &str) -> Result<(), String> {
             .recursive(true)
             .mode(0o755)
             .create(path)
-            .map_err(|e| format!("mkdir {}: {e}", path.display())),
+            .map_err(|e| Error::io("mkdir", path, e)),
         "DirectoryOrCreate" | "Directory" => {
             check(file_type.is_some_and(|t| t.is_dir()), "a directory")
         }
@@ -48,7 +49,7 @@ pub fn check_type(path: &Path, path_type: &str) -> Result<(), String> {
             .mode(0o644)
             .open(path)
             .map(drop)
-            .map_err(|e| format!("create {}: {e}", path.display())),
+            .map_err(|e| Error::io("create", path, e)),
         "FileOrCreate" | "File" => check(file_type.is_some_and(|t| t.is_file()), "a file"),
         "Socket" => check(file_type.is_some_and(|t| t.is_socket()), "a socket file"),
         "CharDevice" => check(
@@ -59,7 +60,7 @@ pub fn check_type(path: &Path, path_type: &str) -> Result<(), String> {
             file_type.is_some_and(|t| t.is_block_device()),
             "a block device",
         ),
-        other => Err(format!("{other} is an invalid volume type")),
+        other => Err(Error::Volume(format!("{other} is an invalid volume type"))),
     }
 }
 
@@ -72,16 +73,16 @@ impl VolumePlugin for HostPathPlugin {
         volume.host_path.is_some()
     }
 
-    fn setup(&self, _pod: &Pod, volume: &Volume, _dir: &Path) -> Result<PathBuf, String> {
+    fn setup(&self, _pod: &Pod, volume: &Volume, _dir: &Path) -> Result<PathBuf> {
         let source = volume.host_path.clone().unwrap_or_default();
         let path = PathBuf::from(&source.path);
         validate_path_no_backsteps(&path)
-            .map_err(|e| format!("invalid HostPath `{}`: {e}", source.path))?;
+            .map_err(|e| Error::Volume(format!("invalid HostPath `{}`: {e}", source.path)))?;
         check_type(&path, source.type_.as_deref().unwrap_or(""))?;
         Ok(path)
     }
 
-    fn teardown(&self, _dir: &Path) -> Result<(), String> {
+    fn teardown(&self, _dir: &Path) -> Result<()> {
         Ok(())
     }
 }
@@ -129,12 +130,12 @@ mod tests {
         ];
         for (path, ty, what) in failures.into_iter().filter(|f| !f.2.is_empty()) {
             assert_eq!(
-                check_type(path, ty).unwrap_err(),
+                check_type(path, ty).unwrap_err().to_string(),
                 format!("hostPath type check failed: {} {what}", path.display())
             );
         }
         assert_eq!(
-            check_type(&dir, "Pipe").unwrap_err(),
+            check_type(&dir, "Pipe").unwrap_err().to_string(),
             "Pipe is an invalid volume type"
         );
     }
@@ -169,7 +170,8 @@ mod tests {
         assert_eq!(
             HostPathPlugin
                 .setup(&Pod::default(), &volume, Path::new("/unused"))
-                .unwrap_err(),
+                .unwrap_err()
+                .to_string(),
             "invalid HostPath `/tmp/../etc`: must not contain '..'"
         );
     }

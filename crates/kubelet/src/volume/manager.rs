@@ -14,6 +14,7 @@ use tracing::{info, warn};
 
 use super::mount::{mounts_under, unmount_and_remove};
 use super::plugin::VolumePluginMgr;
+use crate::error::{Error, Result};
 use crate::pod_dirs::PodDirs;
 
 /// A set-up volume of a pod.
@@ -169,7 +170,7 @@ impl VolumeManager {
     /// Tears down every volume of pod `uid` found in its volumes directory (known or
     /// left by an earlier kubelet) and forgets them. Errors name the volumes that could
     /// not be torn down; they stay on disk for housekeeping to retry.
-    pub fn unmount_pod_volumes(&self, uid: &str) -> Result<(), String> {
+    pub fn unmount_pod_volumes(&self, uid: &str) -> Result<()> {
         self.lock().remove(uid);
         let volumes_dir = self.dirs.pod_volumes_dir(uid);
         let Ok(plugin_dirs) = std::fs::read_dir(&volumes_dir) else {
@@ -202,7 +203,7 @@ impl VolumeManager {
             let _ = std::fs::remove_dir(&volumes_dir);
             Ok(())
         } else {
-            Err(errors.join("; "))
+            Err(Error::Volume(errors.join("; ")))
         }
     }
 

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::{Error, Result};
 use nix::mount::{MntFlags, MsFlags};
 
 /// Mount points listed in `/proc/self/mountinfo`, in mount order. Empty if unreadable.
@@ -74,14 +75,14 @@ fn is_shared(mountinfo: &str, path: &Path) -> bool {
 /// kubelet root directory so that HostToContainer and Bidirectional volume mounts can
 /// propagate): nothing when the mount holding it is shared already, otherwise a bind
 /// mount of `dir` on itself, made rshared. The bind mount stays, as upstream's does.
-pub fn make_rshared(dir: &Path) -> Result<(), String> {
+pub fn make_rshared(dir: &Path) -> Result<()> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
+        .map_err(|e| Error::Volume(format!("reading /proc/self/mountinfo: {e}")))?;
     if is_shared(&mountinfo, dir) {
         return Ok(());
     }
     nix::mount::mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-        .map_err(|e| format!("failed to bind-mount {}: {e}", dir.display()))?;
+        .map_err(|e| Error::Volume(format!("failed to bind-mount {}: {e}", dir.display())))?;
     nix::mount::mount(
         None::<&str>,
         dir,
@@ -89,7 +90,7 @@ pub fn make_rshared(dir: &Path) -> Result<(), String> {
         MsFlags::MS_SHARED | MsFlags::MS_REC,
         None::<&str>,
     )
-    .map_err(|e| format!("failed to make {} rshared: {e}", dir.display()))
+    .map_err(|e| Error::Volume(format!("failed to make {} rshared: {e}", dir.display())))
 }
 
 /// True when `path` is itself a mount point.
@@ -111,7 +112,7 @@ pub fn mounts_under(path: &Path) -> Vec<PathBuf> {
 
 /// Mounts a tmpfs on `dir`, limited to `size_bytes` when positive (the kernel default of
 /// half the RAM otherwise), as upstream's emptyDir `setupTmpfs`.
-pub fn mount_tmpfs(dir: &Path, size_bytes: i64) -> Result<(), String> {
+pub fn mount_tmpfs(dir: &Path, size_bytes: i64) -> Result<()> {
     let options = (size_bytes > 0).then(|| format!("size={size_bytes}"));
     nix::mount::mount(
         Some("tmpfs"),
@@ -120,29 +121,29 @@ pub fn mount_tmpfs(dir: &Path, size_bytes: i64) -> Result<(), String> {
         MsFlags::empty(),
         options.as_deref(),
     )
-    .map_err(|e| format!("mount -t tmpfs {}: {e}", dir.display()))
+    .map_err(|e| Error::Volume(format!("mount -t tmpfs {}: {e}", dir.display())))
 }
 
 /// Unmounts `dir`; a busy mount is detached lazily so that nothing stays mounted.
-pub fn unmount(dir: &Path) -> Result<(), String> {
+pub fn unmount(dir: &Path) -> Result<()> {
     match nix::mount::umount2(dir, MntFlags::empty()) {
         Ok(()) => Ok(()),
         Err(nix::errno::Errno::EBUSY) => nix::mount::umount2(dir, MntFlags::MNT_DETACH)
-            .map_err(|e| format!("unmount {}: {e}", dir.display())),
-        Err(e) => Err(format!("unmount {}: {e}", dir.display())),
+            .map_err(|e| Error::Volume(format!("unmount {}: {e}", dir.display()))),
+        Err(e) => Err(Error::Volume(format!("unmount {}: {e}", dir.display()))),
     }
 }
 
 /// Unmounts everything at or below `dir` (deepest first), then removes `dir` and its
 /// contents without following symlinks. A missing `dir` is not an error.
-pub fn unmount_and_remove(dir: &Path) -> Result<(), String> {
+pub fn unmount_and_remove(dir: &Path) -> Result<()> {
     for mount in mounts_under(dir) {
         unmount(&mount)?;
     }
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("removing {}: {e}", dir.display())),
+        Err(e) => Err(Error::io("removing", dir, e)),
     }
 }
 

@@ -10,24 +10,27 @@ use k8s_openapi::api::core::v1::{Container, VolumeMount};
 
 use super::manager::MountedVolume;
 use super::subpath::{prepare_safe_subpath, safe_make_dir, validate_path_no_backsteps};
+use crate::error::{Error, Result};
 use crate::kuberuntime::env::expand_with;
 
 /// The CRI propagation of a `mountPropagation` (upstream `translateMountPropagation`):
 /// unset and `None` are PRIVATE, `HostToContainer` is HOST_TO_CONTAINER (rslave),
 /// `Bidirectional` is BIDIRECTIONAL (rshared).
-fn translate_mount_propagation(mode: Option<&str>) -> Result<MountPropagation, String> {
+fn translate_mount_propagation(mode: Option<&str>) -> Result<MountPropagation> {
     match mode {
         None | Some("None") => Ok(MountPropagation::PropagationPrivate),
         Some("HostToContainer") => Ok(MountPropagation::PropagationHostToContainer),
         Some("Bidirectional") => Ok(MountPropagation::PropagationBidirectional),
-        Some(other) => Err(format!("invalid MountPropagation mode: {other:?}")),
+        Some(other) => Err(Error::Volume(format!(
+            "invalid MountPropagation mode: {other:?}"
+        ))),
     }
 }
 
 /// `subPathExpr` expanded against the container environment (upstream
 /// `ExpandContainerVolumeMounts`); errors `missing value for A, B` when a referenced
 /// variable is undefined or empty.
-fn expand_sub_path_expr(expr: &str, env: &[(String, String)]) -> Result<String, String> {
+fn expand_sub_path_expr(expr: &str, env: &[(String, String)]) -> Result<String> {
     let vars: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut missing = BTreeSet::new();
     let expanded = expand_with(expr, |name| match vars.get(name) {
@@ -40,10 +43,10 @@ fn expand_sub_path_expr(expr: &str, env: &[(String, String)]) -> Result<String, 
     if missing.is_empty() {
         Ok(expanded)
     } else {
-        Err(format!(
+        Err(Error::Volume(format!(
             "missing value for {}",
             missing.into_iter().collect::<Vec<_>>().join(", ")
-        ))
+        )))
     }
 }
 
@@ -55,36 +58,36 @@ fn sub_path_host_path(
     container: &str,
     volume_path: &Path,
     sub_path: &str,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf> {
     let sub = Path::new(sub_path);
     if sub.is_absolute() {
-        return Err(format!(
+        return Err(Error::Volume(format!(
             "error SubPath `{sub_path}` must not be an absolute path"
-        ));
+        )));
     }
     validate_path_no_backsteps(sub)
-        .map_err(|e| format!("unable to provision SubPath `{sub_path}`: {e}"))?;
+        .map_err(|e| Error::Volume(format!("unable to provision SubPath `{sub_path}`: {e}")))?;
     if std::fs::symlink_metadata(volume_path.join(sub)).is_err() {
         let perm = std::fs::metadata(volume_path)
-            .map_err(|e| format!("stat {}: {e}", volume_path.display()))?
+            .map_err(|e| Error::io("stat", volume_path, e))?
             .permissions()
             .mode()
             & 0o7777;
         if let Err(e) = safe_make_dir(sub, volume_path, perm) {
             tracing::warn!(container, volume_mount = %mount.name, error = %e, "failed to create subPath directory");
             // Upstream hides the detail from the user: it may describe the host.
-            return Err(format!(
+            return Err(Error::Volume(format!(
                 "failed to create subPath directory for volumeMount {:?} of container {container:?}",
                 mount.name
-            ));
+            )));
         }
     }
     prepare_safe_subpath(volume_path, sub).map_err(|e| {
         tracing::warn!(container, volume_mount = %mount.name, error = %e, "failed to prepare subPath");
-        format!(
+        Error::Volume(format!(
             "failed to prepare subPath for volumeMount {:?} of container {container:?}",
             mount.name
-        )
+        ))
     })
 }
 
@@ -98,8 +101,8 @@ fn sub_path_host_path(
 pub fn make_mounts(
     container: &Container,
     volumes: &HashMap<String, MountedVolume>,
-    env: impl FnOnce() -> Result<Vec<(String, String)>, String>,
-) -> Result<Vec<Mount>, String> {
+    env: impl FnOnce() -> Result<Vec<(String, String)>>,
+) -> Result<Vec<Mount>> {
     let mut env = Some(env);
     let mut resolved_env: Option<Vec<(String, String)>> = None;
     let privileged = container
@@ -110,15 +113,17 @@ pub fn make_mounts(
     let mut mounts = Vec::new();
     for mount in container.volume_mounts.iter().flatten() {
         let volume = volumes.get(&mount.name).ok_or_else(|| {
-            format!(
+            Error::Volume(format!(
                 "cannot find volume {:?} to mount into container {:?}",
                 mount.name, container.name
-            )
+            ))
         })?;
         let mut sub_path = mount.sub_path.clone().unwrap_or_default();
         if let Some(expr) = mount.sub_path_expr.as_deref().filter(|e| !e.is_empty()) {
             if resolved_env.is_none() {
-                let compute = env.take().ok_or("container environment unavailable")?;
+                let compute = env
+                    .take()
+                    .ok_or_else(|| Error::Volume("container environment unavailable".to_owned()))?;
                 resolved_env = Some(compute()?);
             }
             sub_path = expand_sub_path_expr(expr, resolved_env.as_deref().unwrap_or_default())?;
@@ -130,10 +135,10 @@ pub fn make_mounts(
         };
         let propagation = translate_mount_propagation(mount.mount_propagation.as_deref())?;
         if propagation == MountPropagation::PropagationBidirectional && !privileged {
-            return Err(
+            return Err(Error::Volume(
                 "Bidirectional mount propagation is available only to privileged containers"
                     .to_owned(),
-            );
+            ));
         }
         let container_path = if mount.mount_path.starts_with('/') {
             mount.mount_path.clone()
@@ -182,7 +187,7 @@ mod tests {
         }
     }
 
-    fn no_env() -> Result<Vec<(String, String)>, String> {
+    fn no_env() -> Result<Vec<(String, String)>> {
         panic!("env not needed without subPathExpr")
     }
 
@@ -239,7 +244,9 @@ mod tests {
     fn unknown_volumes_and_bad_propagation_are_config_errors() {
         let volumes = HashMap::from([("data".to_owned(), volume(Path::new("/tmp"), false))]);
         assert_eq!(
-            make_mounts(&container(vec![vm("nope", "/x")]), &volumes, no_env).unwrap_err(),
+            make_mounts(&container(vec![vm("nope", "/x")]), &volumes, no_env)
+                .unwrap_err()
+                .to_string(),
             "cannot find volume \"nope\" to mount into container \"c\""
         );
         let mut bidi = vm("data", "/b");
@@ -257,7 +264,9 @@ mod tests {
         );
         bidi.mount_propagation = Some("Sideways".into());
         assert_eq!(
-            make_mounts(&container(vec![bidi]), &volumes, no_env).unwrap_err(),
+            make_mounts(&container(vec![bidi]), &volumes, no_env)
+                .unwrap_err()
+                .to_string(),
             "invalid MountPropagation mode: \"Sideways\""
         );
     }
@@ -289,7 +298,9 @@ mod tests {
 
         let empty_env = || Ok(vec![("POD".to_owned(), String::new())]);
         assert_eq!(
-            make_mounts(&container(vec![expr]), &volumes, empty_env).unwrap_err(),
+            make_mounts(&container(vec![expr]), &volumes, empty_env)
+                .unwrap_err()
+                .to_string(),
             "missing value for POD"
         );
         let with_sub = |s: &str| {
@@ -298,20 +309,20 @@ mod tests {
             make_mounts(&container(vec![m]), &volumes, no_env)
         };
         assert_eq!(
-            with_sub("../etc").unwrap_err(),
+            with_sub("../etc").unwrap_err().to_string(),
             "unable to provision SubPath `../etc`: must not contain '..'"
         );
         assert_eq!(
-            with_sub("/etc").unwrap_err(),
+            with_sub("/etc").unwrap_err().to_string(),
             "error SubPath `/etc` must not be an absolute path"
         );
         symlink("/etc", root.join("escape")).unwrap();
         assert_eq!(
-            with_sub("escape").unwrap_err(),
+            with_sub("escape").unwrap_err().to_string(),
             "failed to prepare subPath for volumeMount \"data\" of container \"c\""
         );
         assert_eq!(
-            with_sub("escape/new").unwrap_err(),
+            with_sub("escape/new").unwrap_err().to_string(),
             "failed to create subPath directory for volumeMount \"data\" of container \"c\""
         );
     }

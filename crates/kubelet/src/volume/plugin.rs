@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
 use super::mount::unmount_and_remove;
+use crate::error::{Error, Result};
 
 /// One kind of volume: how a pod's volume of this kind is set up on the node and torn
 /// down again.
@@ -25,12 +26,12 @@ pub trait VolumePlugin: Send + Sync {
     /// it runs again on every pod sync when [`VolumePlugin::requires_remount`] holds.
     /// The error is the upstream `SetUp` error (e.g. `hostPath type check failed: /x is
     /// not a directory`).
-    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf, String>;
+    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf>;
 
     /// Tears down the volume kept in `dir`: unmounts whatever is mounted at or below it and
     /// removes it. Called with the directory alone (the spec may be gone, e.g. after a
     /// kubelet restart), so it must work from what is on disk.
-    fn teardown(&self, dir: &Path) -> Result<(), String> {
+    fn teardown(&self, dir: &Path) -> Result<()> {
         unmount_and_remove(dir)
     }
 
@@ -60,21 +61,21 @@ impl VolumePluginMgr {
 
     /// The one plugin that supports `volume` (upstream `FindPluginBySpec`); errors with
     /// `no volume plugin matched` or `multiple volume plugins matched: a,b`.
-    pub fn find_plugin_by_spec(&self, volume: &Volume) -> Result<&dyn VolumePlugin, String> {
+    pub fn find_plugin_by_spec(&self, volume: &Volume) -> Result<&dyn VolumePlugin> {
         let mut matches = self.plugins.iter().filter(|p| p.can_support(volume));
         match (matches.next(), matches.next()) {
             (Some(plugin), None) => Ok(plugin.as_ref()),
-            (None, _) => Err("no volume plugin matched".to_owned()),
+            (None, _) => Err(Error::Volume("no volume plugin matched".to_owned())),
             (Some(first), Some(second)) => {
                 let names: Vec<&str> = [first, second]
                     .into_iter()
                     .chain(matches)
                     .map(|p| p.name())
                     .collect();
-                Err(format!(
+                Err(Error::Volume(format!(
                     "multiple volume plugins matched: {}",
                     names.join(",")
-                ))
+                )))
             }
         }
     }

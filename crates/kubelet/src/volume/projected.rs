@@ -19,6 +19,7 @@ use super::downward_api::collect_data;
 use super::empty_dir::EmptyDirPlugin;
 use super::plugin::VolumePlugin;
 use super::secret::{check_fits, secret_payload};
+use crate::error::{Error, Result};
 use crate::kuberuntime::env::NodeAllocatable;
 use crate::objects::ObjectSource;
 use crate::objects::token::TokenManager;
@@ -43,10 +44,13 @@ pub struct ProjectedPlugin {
 
 /// Joins errors as upstream's `utilerrors.NewAggregate`: one message alone, several as
 /// `[a, b]`.
-fn aggregate(errors: Vec<String>) -> String {
-    match errors.as_slice() {
-        [one] => one.clone(),
-        _ => format!("[{}]", errors.join(", ")),
+fn aggregate(errors: Vec<Error>) -> Error {
+    match <[Error; 1]>::try_from(errors) {
+        Ok([one]) => one,
+        Err(errors) => {
+            let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            Error::Volume(format!("[{}]", messages.join(", ")))
+        }
     }
 }
 
@@ -58,7 +62,7 @@ impl ProjectedPlugin {
         pod: &Pod,
         projection: &ServiceAccountTokenProjection,
         mode: u32,
-    ) -> Result<FileProjection, String> {
+    ) -> Result<FileProjection> {
         let spec = pod.spec.as_ref();
         let service_account = spec
             .and_then(|s| s.service_account_name.as_deref())
@@ -89,8 +93,7 @@ impl ProjectedPlugin {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
         let token = self
             .tokens
-            .get_service_account_token(namespace, service_account, &request)
-            .map_err(|e| e.to_string())?;
+            .get_service_account_token(namespace, service_account, &request)?;
         Ok(FileProjection {
             data: token
                 .status
@@ -108,7 +111,7 @@ impl ProjectedPlugin {
         pod: &Pod,
         sources: &[VolumeProjection],
         default_mode: Option<i32>,
-    ) -> Result<BTreeMap<String, FileProjection>, String> {
+    ) -> Result<BTreeMap<String, FileProjection>> {
         let default_mode = default_mode.unwrap_or(DEFAULT_MODE);
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
         let fs_group = pod
@@ -154,7 +157,9 @@ impl ProjectedPlugin {
                 self.token_file(pod, token, mode)
                     .map(|file| BTreeMap::from([(token.path.clone(), file)]))
             } else if source.cluster_trust_bundle.is_some() {
-                Err("clusterTrustBundle projections are not supported".to_owned())
+                Err(Error::Volume(
+                    "clusterTrustBundle projections are not supported".to_owned(),
+                ))
             } else {
                 continue;
             };
@@ -180,7 +185,7 @@ impl VolumePlugin for ProjectedPlugin {
         volume.projected.is_some()
     }
 
-    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf, String> {
+    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf> {
         let source = volume.projected.clone().unwrap_or_default();
         let payload = self.collect(
             pod,
@@ -210,7 +215,7 @@ impl VolumePlugin for ProjectedPlugin {
     /// Unmounts and removes the volume, and forgets the tokens bound to its pod (upstream
     /// `DeleteServiceAccountToken` when the pod goes); `dir` is
     /// `<root>/pods/<uid>/volumes/kubernetes.io~projected/<name>`.
-    fn teardown(&self, dir: &Path) -> Result<(), String> {
+    fn teardown(&self, dir: &Path) -> Result<()> {
         super::mount::unmount_and_remove(dir)?;
         if let Some(uid) = dir.ancestors().nth(3).and_then(Path::file_name) {
             self.tokens
@@ -234,8 +239,7 @@ mod tests {
     use crate::objects::fake::FakeObjects;
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::{
-        ConfigMap, ConfigMapProjection, DownwardAPIProjection, DownwardAPIVolumeFile, KeyToPath,
-        ObjectFieldSelector, PodSpec, Secret, SecretProjection,
+        ConfigMap, ConfigMapProjection, PodSpec, Secret, SecretProjection,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -263,45 +267,12 @@ mod tests {
         }
     }
 
-    /// The shape of the API server's `kube-api-access-<hash>` volume.
+    /// The API server's `kube-api-access-<hash>` volume, as its ServiceAccount admission
+    /// builds it.
     fn kube_api_access() -> Vec<VolumeProjection> {
-        vec![
-            VolumeProjection {
-                service_account_token: Some(ServiceAccountTokenProjection {
-                    path: "token".into(),
-                    expiration_seconds: Some(3607),
-                    audience: None,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            VolumeProjection {
-                config_map: Some(ConfigMapProjection {
-                    name: "kube-root-ca.crt".into(),
-                    items: Some(vec![KeyToPath {
-                        key: "ca.crt".into(),
-                        path: "ca.crt".into(),
-                        mode: None,
-                        ..Default::default()
-                    }]),
-                    optional: None,
-                }),
-                ..Default::default()
-            },
-            VolumeProjection {
-                downward_api: Some(DownwardAPIProjection {
-                    items: Some(vec![DownwardAPIVolumeFile {
-                        path: "namespace".into(),
-                        field_ref: Some(ObjectFieldSelector {
-                            api_version: Some("v1".into()),
-                            field_path: "metadata.namespace".into(),
-                        }),
-                        ..Default::default()
-                    }]),
-                }),
-                ..Default::default()
-            },
-        ]
+        skiff_api::core::pod::service_account::token_volume_source()
+            .sources
+            .unwrap_or_default()
     }
 
     #[test]
@@ -431,7 +402,10 @@ mod tests {
             },
         ];
         assert_eq!(
-            plugin(fake).collect(&pod(), &sources, None).unwrap_err(),
+            plugin(fake)
+                .collect(&pod(), &sources, None)
+                .unwrap_err()
+                .to_string(),
             "[configmap \"missing\" not found, serviceaccounts \"builder\" not found]"
         );
         let ok = plugin(FakeObjects::with(|s| {

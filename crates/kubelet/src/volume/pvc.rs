@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, Pod, Volume};
 use super::host_path::check_type;
 use super::plugin::VolumePlugin;
 use super::subpath::validate_path_no_backsteps;
+use crate::error::{Error, Result};
 use crate::objects::ObjectSource;
 
 /// Plugin name under which claims are set up (the volume itself stays on the node's path).
@@ -25,15 +26,15 @@ pub struct PersistentVolumeClaimPlugin {
 impl PersistentVolumeClaimPlugin {
     /// The PersistentVolume bound to claim `namespace/claim` (upstream `getPVCExtractPV`
     /// + `getPVSpec`), with upstream's errors.
-    fn bound_volume(&self, namespace: &str, claim: &str) -> Result<Arc<PersistentVolume>, String> {
+    fn bound_volume(&self, namespace: &str, claim: &str) -> Result<Arc<PersistentVolume>> {
         let pvc = self
             .objects
             .get_persistent_volume_claim(namespace, claim)
-            .map_err(|e| format!("error processing PVC {namespace}/{claim}: failed to fetch PVC from API server: {e}"))?;
+            .map_err(|e| Error::Volume(format!("error processing PVC {namespace}/{claim}: failed to fetch PVC from API server: {e}")))?;
         if pvc.metadata.deletion_timestamp.is_some() {
-            return Err(format!(
+            return Err(Error::Volume(format!(
                 "error processing PVC {namespace}/{claim}: PVC is being deleted"
-            ));
+            )));
         }
         let phase = pvc
             .status
@@ -46,12 +47,12 @@ impl PersistentVolumeClaimPlugin {
             .and_then(|s| s.volume_name.as_deref())
             .unwrap_or("");
         if phase != "Bound" || volume_name.is_empty() {
-            return Err(format!(
+            return Err(Error::Volume(format!(
                 "error processing PVC {namespace}/{claim}: PVC is not bound"
-            ));
+            )));
         }
         let pv = self.objects.get_persistent_volume(volume_name).map_err(|e| {
-            format!("error processing PVC {namespace}/{claim}: failed to fetch PV {volume_name:?} from API server: {e}")
+            Error::Volume(format!("error processing PVC {namespace}/{claim}: failed to fetch PV {volume_name:?} from API server: {e}"))
         })?;
         let claim_uid = pv
             .spec
@@ -60,12 +61,12 @@ impl PersistentVolumeClaimPlugin {
             .map(|r| r.uid.as_deref().unwrap_or(""));
         let expected = pvc.metadata.uid.as_deref().unwrap_or("");
         match claim_uid {
-            None => Err(format!(
+            None => Err(Error::Volume(format!(
                 "error processing PVC {namespace}/{claim}: found PV object {volume_name:?} but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim"
-            )),
-            Some(uid) if uid != expected => Err(format!(
+            ))),
+            Some(uid) if uid != expected => Err(Error::Volume(format!(
                 "error processing PVC {namespace}/{claim}: found PV object {volume_name:?} but its pv.Spec.ClaimRef.UID ({uid:?}) does not point to claim.UID ({expected:?})"
-            )),
+            ))),
             Some(_) => Ok(pv),
         }
     }
@@ -80,7 +81,7 @@ impl VolumePlugin for PersistentVolumeClaimPlugin {
         volume.persistent_volume_claim.is_some()
     }
 
-    fn setup(&self, pod: &Pod, volume: &Volume, _dir: &Path) -> Result<PathBuf, String> {
+    fn setup(&self, pod: &Pod, volume: &Volume, _dir: &Path) -> Result<PathBuf> {
         let claim = volume
             .persistent_volume_claim
             .as_ref()
@@ -99,29 +100,27 @@ impl VolumePlugin for PersistentVolumeClaimPlugin {
             (local.path.clone(), String::new())
         } else {
             let name = pv.metadata.name.as_deref().unwrap_or("");
-            return Err(format!(
+            return Err(Error::Volume(format!(
                 "PersistentVolume {name:?} of claim {namespace}/{claim} is neither hostPath nor local: not supported"
-            ));
+            )));
         };
         let path = PathBuf::from(path);
         validate_path_no_backsteps(&path)
-            .map_err(|e| format!("invalid path `{}`: {e}", path.display()))?;
+            .map_err(|e| Error::Volume(format!("invalid path `{}`: {e}", path.display())))?;
         check_type(&path, &path_type)?;
         if !path.exists() {
-            return Err(format!(
+            return Err(Error::Volume(format!(
                 "path {:?} does not exist",
                 path.display().to_string()
-            ));
+            )));
         }
         Ok(path)
     }
 
     /// The data lives on the node's path and is never removed.
-    fn teardown(&self, dir: &Path) -> Result<(), String> {
+    fn teardown(&self, dir: &Path) -> Result<()> {
         match std::fs::remove_dir(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(format!("remove {}: {e}", dir.display()))
-            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", dir, e)),
             _ => Ok(()),
         }
     }
@@ -173,7 +172,7 @@ mod tests {
         }
     }
 
-    fn setup(fake: Arc<FakeObjects>) -> Result<PathBuf, String> {
+    fn setup(fake: Arc<FakeObjects>) -> Result<PathBuf> {
         let pod = Pod {
             metadata: ObjectMeta {
                 namespace: Some("ns".into()),
@@ -232,7 +231,12 @@ mod tests {
                 ),
             );
         });
-        assert!(setup(fake).unwrap_err().contains("does not exist"));
+        assert!(
+            setup(fake)
+                .unwrap_err()
+                .to_string()
+                .contains("does not exist")
+        );
     }
 
     #[test]
@@ -242,7 +246,7 @@ mod tests {
                 .insert(("ns".into(), "data".into()), claim("Pending", ""));
         });
         assert_eq!(
-            setup(fake.clone()).unwrap_err(),
+            setup(fake.clone()).unwrap_err().to_string(),
             "error processing PVC ns/data: PVC is not bound"
         );
         fake.edit(|s| {
@@ -254,12 +258,12 @@ mod tests {
             );
         });
         assert_eq!(
-            setup(fake.clone()).unwrap_err(),
+            setup(fake.clone()).unwrap_err().to_string(),
             "error processing PVC ns/data: found PV object \"pv1\" but its pv.Spec.ClaimRef.UID (\"other\") does not point to claim.UID (\"claim-uid\")"
         );
         fake.edit(|s| s.claims.clear());
         assert_eq!(
-            setup(fake).unwrap_err(),
+            setup(fake).unwrap_err().to_string(),
             "error processing PVC ns/data: failed to fetch PVC from API server: persistentvolumeclaims \"data\" not found"
         );
     }

@@ -12,6 +12,7 @@ use super::atomic_writer::{AtomicWriter, FileProjection};
 use super::configmap::make_payload;
 use super::empty_dir::EmptyDirPlugin;
 use super::plugin::VolumePlugin;
+use crate::error::{Error, Result};
 use crate::objects::{ObjectError, ObjectSource};
 
 /// Plugin name of secret volumes.
@@ -69,9 +70,8 @@ pub(crate) fn secret_payload(
     items: &[KeyToPath],
     default_mode: Option<i32>,
     optional: bool,
-) -> Result<BTreeMap<String, FileProjection>, String> {
-    let secret =
-        get_optional_secret(objects, namespace, name, optional).map_err(|e| e.to_string())?;
+) -> Result<BTreeMap<String, FileProjection>> {
+    let secret = get_optional_secret(objects, namespace, name, optional)?;
     make_payload(
         items,
         &secret_data(secret.as_deref()),
@@ -95,13 +95,13 @@ pub(crate) fn check_fits(
     what: &str,
     payload: &BTreeMap<String, FileProjection>,
     size: i64,
-) -> Result<(), String> {
+) -> Result<()> {
     let needed = payload_footprint(payload);
     if size > 0 && needed > size as u64 {
         let bytes: usize = payload.values().map(|f| f.data.len()).sum();
-        return Err(format!(
+        return Err(Error::Volume(format!(
             "{what} is too large for its memory-backed volume: {bytes} bytes of data need {needed} bytes, the volume's tmpfs has {size} bytes"
-        ));
+        )));
     }
     Ok(())
 }
@@ -131,7 +131,7 @@ impl VolumePlugin for SecretPlugin {
         volume.secret.is_some()
     }
 
-    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf, String> {
+    fn setup(&self, pod: &Pod, volume: &Volume, dir: &Path) -> Result<PathBuf> {
         let source = volume.secret.clone().unwrap_or_default();
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
         let name = source.secret_name.clone().unwrap_or_default();
@@ -200,7 +200,9 @@ mod tests {
             ..Default::default()
         }];
         assert_eq!(
-            secret_payload(fake.as_ref(), "ns", "s", &items, None, false).unwrap_err(),
+            secret_payload(fake.as_ref(), "ns", "s", &items, None, false)
+                .unwrap_err()
+                .to_string(),
             "references non-existent secret key: user"
         );
         assert!(
@@ -209,7 +211,9 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(
-            secret_payload(fake.as_ref(), "ns", "gone", &[], None, false).unwrap_err(),
+            secret_payload(fake.as_ref(), "ns", "gone", &[], None, false)
+                .unwrap_err()
+                .to_string(),
             "secret \"gone\" not found"
         );
         assert!(
@@ -248,7 +252,10 @@ mod tests {
         };
         let tmp = tempfile::tempdir().unwrap();
         assert_eq!(
-            plugin.setup(&pod, &volume, tmp.path()).unwrap_err(),
+            plugin
+                .setup(&pod, &volume, tmp.path())
+                .unwrap_err()
+                .to_string(),
             "secret ns/big is too large for its memory-backed volume: 10000 bytes of data need 12288 bytes, the volume's tmpfs has 8192 bytes"
         );
         // Nothing was mounted or written.

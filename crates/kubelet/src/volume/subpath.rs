@@ -2,27 +2,30 @@
 //! `pkg/volume/validation.ValidatePathNoBacksteps`): a subPath is created inside its
 //! volume when missing and must resolve, symlinks included, to a path inside the volume.
 
+use crate::error::{Error, Result};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Errors with `must not contain '..'` when any component of `path` is `..`.
-pub fn validate_path_no_backsteps(path: &Path) -> Result<(), String> {
+pub fn validate_path_no_backsteps(path: &Path) -> Result<()> {
     if path.components().any(|c| c == Component::ParentDir) {
-        return Err("must not contain '..'".to_owned());
+        return Err(Error::Volume("must not contain '..'".to_owned()));
     }
     Ok(())
 }
 
 /// `base` resolved, and the error when `path` (resolved) is not inside it.
-fn ensure_within(path: &Path, base: &Path) -> Result<PathBuf, String> {
-    let base = std::fs::canonicalize(base).map_err(|e| format!("{}: {e}", base.display()))?;
-    let resolved = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn ensure_within(path: &Path, base: &Path) -> Result<PathBuf> {
+    let base = std::fs::canonicalize(base)
+        .map_err(|e| Error::Volume(format!("{}: {e}", base.display())))?;
+    let resolved = std::fs::canonicalize(path)
+        .map_err(|e| Error::Volume(format!("{}: {e}", path.display())))?;
     if !resolved.starts_with(&base) {
-        return Err(format!(
+        return Err(Error::Volume(format!(
             "path {} is outside of allowed base {}",
             resolved.display(),
             base.display()
-        ));
+        )));
     }
     Ok(resolved)
 }
@@ -31,7 +34,7 @@ fn ensure_within(path: &Path, base: &Path) -> Result<PathBuf, String> {
 /// (upstream `SafeMakeDir`). The part that exists must resolve inside `base`; each new
 /// directory is created where the existing part resolved to, so a symlink cannot lead
 /// the creation outside the volume. `sub_path` is relative and has no `..`.
-pub fn safe_make_dir(sub_path: &Path, base: &Path, perm: u32) -> Result<(), String> {
+pub fn safe_make_dir(sub_path: &Path, base: &Path, perm: u32) -> Result<()> {
     let mut existing = base.to_path_buf();
     let mut components = sub_path.components().peekable();
     while let Some(c) = components.peek() {
@@ -45,10 +48,10 @@ pub fn safe_make_dir(sub_path: &Path, base: &Path, perm: u32) -> Result<(), Stri
     let mut current = ensure_within(&existing, base)?;
     for component in components {
         current.push(component);
-        std::fs::create_dir(&current).map_err(|e| format!("mkdir {}: {e}", current.display()))?;
+        std::fs::create_dir(&current).map_err(|e| Error::io("mkdir", &current, e))?;
         // Set the mode explicitly: the process umask applies to mkdir.
         std::fs::set_permissions(&current, std::fs::Permissions::from_mode(perm))
-            .map_err(|e| format!("chmod {}: {e}", current.display()))?;
+            .map_err(|e| Error::io("chmod", &current, e))?;
     }
     Ok(())
 }
@@ -56,7 +59,7 @@ pub fn safe_make_dir(sub_path: &Path, base: &Path, perm: u32) -> Result<(), Stri
 /// The host path to mount for `sub_path` of the volume at `volume_path`: the subPath
 /// resolved, which must lie inside the volume (upstream `PrepareSafeSubpath`; the
 /// resolved path is returned so a symlink swapped in later cannot redirect the mount).
-pub fn prepare_safe_subpath(volume_path: &Path, sub_path: &Path) -> Result<PathBuf, String> {
+pub fn prepare_safe_subpath(volume_path: &Path, sub_path: &Path) -> Result<PathBuf> {
     ensure_within(&volume_path.join(sub_path), volume_path)
 }
 
@@ -70,7 +73,9 @@ mod tests {
         assert!(validate_path_no_backsteps(Path::new("a/b")).is_ok());
         assert!(validate_path_no_backsteps(Path::new("a..b/c")).is_ok());
         assert_eq!(
-            validate_path_no_backsteps(Path::new("a/../b")).unwrap_err(),
+            validate_path_no_backsteps(Path::new("a/../b"))
+                .unwrap_err()
+                .to_string(),
             "must not contain '..'"
         );
     }
@@ -104,9 +109,13 @@ mod tests {
         symlink(&outside, volume.join("escape")).unwrap();
         symlink("../outside", volume.join("relative-escape")).unwrap();
         for sub in ["escape", "relative-escape"] {
-            let err = safe_make_dir(&Path::new(sub).join("new"), &volume, 0o755).unwrap_err();
+            let err = safe_make_dir(&Path::new(sub).join("new"), &volume, 0o755)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("outside of allowed base"), "{err}");
-            let err = prepare_safe_subpath(&volume, Path::new(sub)).unwrap_err();
+            let err = prepare_safe_subpath(&volume, Path::new(sub))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("outside of allowed base"), "{err}");
         }
         assert!(!outside.join("new").exists());

@@ -104,6 +104,9 @@ pub fn volumes_and_env_come_from_the_api(joined: &Joined) {
         "spec": {
             "nodeName": node,
             "serviceAccountName": "reader",
+            // Its own projected token only: `default` has no kube-root-ca.crt for the
+            // admission's token volume.
+            "automountServiceAccountToken": false,
             "terminationGracePeriodSeconds": 1,
             "containers": [{
                 "name": "app",

@@ -1,6 +1,6 @@
 //! The Node and its Lease: the kubelet registers its Node, which becomes Ready with the
-//! machine's capacity, its addresses and versions, and renews its Lease in
-//! `kube-node-lease`.
+//! machine's capacity, its addresses and versions, renews its Lease in
+//! `kube-node-lease` and creates its CSINode.
 
 use std::time::Duration;
 
@@ -135,6 +135,28 @@ pub fn node_registers_and_renews_its_lease(joined: &Joined) {
         "{wide}"
     );
 
+    // The kubelet's events on the Node, in `default` as upstream's: it started, and the
+    // pressure conditions were set (a Node registered Ready has no `NodeReady` event: as
+    // upstream, that is recorded only when Ready changes).
+    for reason in [
+        "Starting",
+        "NodeHasSufficientMemory",
+        "NodeHasNoDiskPressure",
+        "NodeHasSufficientPID",
+    ] {
+        joined.eventually(&format!("the Node's {reason} event"), READY_WAIT, || {
+            let events = joined.get(&[
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                &format!("involvedObject.kind=Node,involvedObject.name={name},reason={reason}"),
+            ])?;
+            let event = events["items"].as_array()?.first()?.clone();
+            (event["source"]["component"] == "kubelet" && event["type"] == "Normal").then_some(())
+        });
+    }
+
     // The Lease: held by the node for 40 s, owned by the Node, renewed.
     let lease_args = ["lease", "-n", "kube-node-lease", name.as_str()];
     let lease = joined.eventually("the node Lease", RENEW_WAIT, || joined.get(&lease_args));
@@ -153,6 +175,24 @@ pub fn node_registers_and_renews_its_lease(joined: &Joined) {
         (renewed > first.as_str()).then_some(())
     });
 
+    // The CSINode: owned by the Node, no drivers, the CSI-migrated in-tree plugins of 1.33.
+    let csinode = joined.eventually("the CSINode", READY_WAIT, || {
+        joined.get(&["csinode", &name])
+    });
+    assert_eq!(
+        csinode["metadata"]["ownerReferences"],
+        serde_json::json!([{
+            "apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]
+        }])
+    );
+    assert_eq!(
+        csinode["metadata"]["annotations"]["storage.alpha.kubernetes.io/migrated-plugins"],
+        "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,\
+         kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,\
+         kubernetes.io/vsphere-volume"
+    );
+    assert_eq!(csinode["spec"]["drivers"], serde_json::json!([]));
+
     // Neither the status updates nor the renewals failed on the way.
     let log = joined.cluster.node.log();
     for failure in [
@@ -161,6 +201,7 @@ pub fn node_registers_and_renews_its_lease(joined: &Joined) {
         "Unable to register node",
         "Failed to update lease",
         "Failed to ensure lease exists",
+        "Failed to initialize CSINode",
     ] {
         assert!(!log.contains(failure), "{failure}:\n{}", tail(&log));
     }

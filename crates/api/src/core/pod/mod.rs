@@ -9,6 +9,7 @@ mod probe;
 pub mod qos;
 pub mod requests;
 pub mod resize;
+pub mod service_account;
 pub mod template;
 pub mod validation;
 mod volumes;

@@ -164,6 +164,17 @@ impl<S: Strategy, C: Conversion<Stored = S::Object>> Strategy for Converted<S, C
             .validate_update(&self.stored_of(new), &self.stored_of(old))
     }
 
+    async fn mutate_create(
+        &self,
+        ctx: &Context<'_>,
+        object: &mut C::Served,
+    ) -> Result<(), ApiError> {
+        let mut stored = self.stored_of(object);
+        self.stored.mutate_create(ctx, &mut stored).await?;
+        *object = self.served_of(stored);
+        Ok(())
+    }
+
     async fn admit_create(
         &self,
         ctx: &Context<'_>,

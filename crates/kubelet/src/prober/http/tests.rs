@@ -168,7 +168,7 @@ fn requests_default_like_upstream() {
     };
     assert_eq!(
         ProbeRequest::for_action(&a, &container, "10.88.0.4"),
-        Err("port metrics not found".into())
+        Err(crate::error::Error::Probe("port metrics not found".into()))
     );
 }
 

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::*;
+use crate::error::Result;
 use crate::prober::ProbeManager;
 use crate::prober::results::ProbeResults;
 
@@ -40,7 +41,7 @@ impl ProbeRunner for ScriptedProber {
         pod_ip: &str,
         _container: &Container,
         container_id: &str,
-    ) -> Result<ProbeResult, String> {
+    ) -> Result<ProbeResult> {
         assert_eq!(pod_ip, "10.88.0.9");
         self.calls
             .lock()

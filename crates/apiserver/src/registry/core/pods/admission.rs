@@ -1,6 +1,8 @@
-//! What upstream's admission plugins do to every new pod: Priority (priority and
-//! preemptionPolicy from the PriorityClass), ServiceAccount (the `default` account) and
-//! DefaultTolerationSeconds (tolerate not-ready and unreachable nodes for 300 s).
+//! What upstream's admission plugins do to every new pod, in upstream's order:
+//! ServiceAccount (the `default` account, the token volume and the account's
+//! imagePullSecrets; see [`super::service_account`]), DefaultTolerationSeconds (tolerate
+//! not-ready and unreachable nodes for 300 s) and Priority (priority and preemptionPolicy
+//! from the PriorityClass).
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, Toleration};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -20,29 +22,17 @@ const DEFAULT_TOLERATED_TAINTS: &[&str] = &[
     "node.kubernetes.io/unreachable",
 ];
 
-/// Applies the admission plugins to a new pod. Errors: 403 when the named PriorityClass
-/// does not exist or the pod sets its own priority.
+/// Applies the admission plugins to a new pod. Errors: 403 from the ServiceAccount plugin
+/// (see [`super::service_account::admit`]), and when the named PriorityClass does not
+/// exist or the pod sets its own priority.
 pub async fn admit(ctx: &Context<'_>, pod: &mut Pod) -> Result<(), ApiError> {
+    super::service_account::admit(ctx, pod).await?;
     let name = pod.metadata.name.clone().unwrap_or_default();
     let Some(spec) = pod.spec.as_mut() else {
         return Ok(());
     };
-    admit_priority(ctx, &name, spec).await?;
-    if spec
-        .service_account_name
-        .as_deref()
-        .unwrap_or("")
-        .is_empty()
-    {
-        let account = spec
-            .service_account
-            .clone()
-            .filter(|a| !a.is_empty())
-            .unwrap_or_else(|| "default".to_owned());
-        spec.service_account_name = Some(account);
-    }
-    spec.service_account.clone_from(&spec.service_account_name);
     add_default_tolerations(spec);
+    admit_priority(ctx, &name, spec).await?;
     Ok(())
 }
 

@@ -6,6 +6,7 @@
 mod admission;
 pub(super) mod binding;
 mod eviction;
+mod service_account;
 mod table;
 
 use std::sync::Arc;
@@ -153,7 +154,7 @@ impl Strategy for Pods {
         }
     }
 
-    async fn admit_create(&self, ctx: &Context<'_>, pod: &mut Pod) -> Result<(), ApiError> {
+    async fn mutate_create(&self, ctx: &Context<'_>, pod: &mut Pod) -> Result<(), ApiError> {
         admission::admit(ctx, pod).await
     }
 

@@ -28,7 +28,7 @@ use tracing::{debug, error, info, warn};
 use crate::KubeletConfig;
 use crate::cm::resources::ResourceAmounts;
 use crate::cri::Cri;
-use crate::events::{EventRecorder, EventType, node_ref};
+use crate::events::{EventRecorder, node_ref};
 use crate::eviction::NodeConditions;
 use crate::pleg::PlegHealth;
 use machine::MachineInfo;
@@ -306,13 +306,8 @@ impl NodeStatusSync {
     fn set_status(&self, node: &mut Node, observed: &Observed) {
         let reference = node_ref(&self.facts.node_name);
         for event in set_node_status(&self.facts, observed, node, Timestamp::now()) {
-            let event_type = if event.event_type == "Warning" {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
             self.recorder
-                .event(&reference, event_type, event.reason, &event.message);
+                .event(&reference, event.event_type, event.reason, &event.message);
         }
     }
 

@@ -22,6 +22,7 @@ use skiff_api::quantity::format_binary_si;
 use super::machine::MachineInfo;
 use crate::cm::allocatable::HUGEPAGES_PREFIX;
 use crate::cm::resources::ResourceAmounts;
+use crate::events::EventType;
 use crate::eviction::NodeConditions;
 
 /// Images reported at most (upstream `nodeStatusMaxImages` default, 50), the largest first.
@@ -55,7 +56,7 @@ pub(crate) fn go_arch() -> &'static str {
 /// (`Normal`, `Warning`), reason (`NodeReady`, `NodeHasSufficientMemory`, ...) and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NodeEvent {
-    pub event_type: &'static str,
+    pub event_type: EventType,
     pub reason: &'static str,
     pub message: String,
 }
@@ -213,7 +214,7 @@ fn machine_info(
     let info = status.node_info.get_or_insert_with(NodeSystemInfo::default);
     if !info.boot_id.is_empty() && info.boot_id != facts.machine.boot_id {
         events.push(NodeEvent {
-            event_type: "Warning",
+            event_type: EventType::Warning,
             reason: "Rebooted",
             message: format!(
                 "Node {name} has been rebooted, boot id: {}",
@@ -385,7 +386,7 @@ impl PressureKind {
 /// The `Normal` event upstream's `recordNodeStatusEvent` records.
 fn status_event(name: &str, reason: &'static str) -> NodeEvent {
     NodeEvent {
-        event_type: "Normal",
+        event_type: EventType::Normal,
         reason,
         message: format!("Node {name} status is now: {reason}"),
     }
@@ -802,7 +803,7 @@ mod tests {
             Some("missing node capacity for resources: memory")
         );
         let rebooted = events.iter().find(|e| e.reason == "Rebooted").unwrap();
-        assert_eq!(rebooted.event_type, "Warning");
+        assert_eq!(rebooted.event_type, EventType::Warning);
         assert_eq!(
             rebooted.message,
             "Node node1 has been rebooted, boot id: boot-1"

@@ -36,7 +36,8 @@ pub async fn admit(ctx: &Context<'_>, pod: &mut Pod) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn forbidden(name: &str, why: &str) -> ApiError {
+/// 403 Forbidden for pod `name`, the admission plugins' refusal.
+pub(super) fn forbidden(name: &str, why: &str) -> ApiError {
     ApiError::forbidden(&GroupResource::new("", "pods"), name, why)
 }
 

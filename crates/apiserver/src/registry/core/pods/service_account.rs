@@ -19,6 +19,7 @@ use skiff_api::core::pod::service_account::{
     DEFAULT_API_TOKEN_MOUNT_PATH, TOKEN_VOLUME_PREFIX, token_volume_source,
 };
 
+use super::admission::forbidden;
 use crate::error::{ApiError, GroupResource};
 use crate::registry::Context;
 
@@ -85,10 +86,6 @@ pub async fn admit(ctx: &Context<'_>, pod: &mut Pod) -> Result<(), ApiError> {
         limit_secret_references(&service_account, spec).map_err(|why| forbidden(&name, &why))?;
     }
     Ok(())
-}
-
-fn forbidden(name: &str, why: &str) -> ApiError {
-    ApiError::forbidden(&GroupResource::new("", "pods"), name, why)
 }
 
 /// The account the pod names: `serviceAccountName`, else the deprecated

@@ -469,7 +469,10 @@ fn container_lifecycle_env_commands_and_ports() {
     let ignored = entry_time(&log_entries(&log), "IGNORED-TERM", &log);
     let stubborn = last("stubborn");
     assert_eq!(stubborn["exitCode"], 137, "{graceful}");
-    // finishedAt has whole seconds: the 2 s grace period shows as at least 1 s.
+    // finishedAt has whole seconds, so the log line's time is cut to whole seconds too:
+    // the 2 s grace period then shows as at least 1 s however late the line was logged.
+    let ignored = chrono::DurationRound::duration_trunc(ignored, chrono::Duration::seconds(1))
+        .expect("a time that truncates to seconds");
     let waited = api_time(&stubborn["finishedAt"]) - ignored;
     assert!(
         waited >= chrono::Duration::seconds(1),

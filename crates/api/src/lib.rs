@@ -13,6 +13,7 @@
 //! - [`selector`]: label and field selectors (`k8s.io/apimachinery/pkg/labels`, `fields`);
 //! - [`patch`]: JSON Patch, JSON Merge Patch and strategic merge patch;
 //! - [`core`]: defaulting and validation of the core/v1 kinds (pods, services, ...);
+//! - [`duration`]: Go durations (`1m30s`) as `metav1.Duration` fields carry them;
 //! - [`protobuf`]: Kubernetes protobuf to and from the JSON form;
 //! - [`quantity`]: resource quantities (`500m`, `128Mi`);
 //! - [`schema`]: the OpenAPI schemas of the built-in kinds with upstream's patch
@@ -23,6 +24,7 @@
 pub mod apply;
 pub mod cel;
 pub mod core;
+pub mod duration;
 pub mod field;
 pub mod jsonpath;
 pub mod meta;

@@ -119,7 +119,11 @@ pub async fn run(
     // standalone and runs static pods only.
     let api = match &config.kubeconfig {
         Some(path) => {
-            Some(client::from_kubeconfig(path, config.kube_api_qps, config.kube_api_burst).await?)
+            // i32 to f32: QPS values are small; precision loss above 2^24 is irrelevant.
+            Some(
+                client::from_kubeconfig(path, config.kube_api_qps as f32, config.kube_api_burst)
+                    .await?,
+            )
         }
         None => None,
     };

@@ -26,6 +26,9 @@ pub enum Command {
     Runtime(RuntimeArgs),
     /// The Kubernetes API server (SQLite or etcd store, HTTPS on --secure-port).
     Apiserver(ApiserverArgs),
+    /// The scheduler: binds pending pods to nodes (kube-scheduler's flags and
+    /// KubeSchedulerConfiguration).
+    Scheduler(SchedulerArgs),
     /// Image store tools (`skiff image import FILE|DIR`).
     Image(crate::image::ImageArgs),
     /// Benchmarks.
@@ -39,6 +42,39 @@ pub enum BenchCommand {
     /// Drives any CRI endpoint (Skiff, containerd, CRI-O): pod lifecycle latencies and the
     /// memory of the runtime and its per-pod processes.
     Cri(BenchCriArgs),
+    /// A node simulator for scale: fake Nodes and pending pods in a running cluster, until
+    /// a scheduler has bound them all (scheduled pods/s, creation-to-binding latency).
+    Scheduler(BenchSchedulerArgs),
+}
+
+/// `skiff bench scheduler` flags.
+#[derive(Debug, Args)]
+pub struct BenchSchedulerArgs {
+    /// The kubeconfig of the cluster (its admin credentials: nodes are created).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// Fake nodes to create (32 CPUs, 128 GiB, 110 pods; 10 zones; every tenth tainted).
+    #[arg(long, default_value_t = 1000)]
+    pub nodes: usize,
+    /// Pods to create (80 % 100m/128Mi, 15 % 1 CPU/1 GiB, 5 % tolerating the taint).
+    #[arg(long, default_value_t = 10000)]
+    pub pods: usize,
+    /// `plain`, or `spread`: pods with a zone topology spread constraint and a preferred
+    /// pod anti-affinity per hostname.
+    #[arg(long, default_value = "plain", value_parser = ["plain", "spread"])]
+    pub shape: String,
+    /// Requests in flight while creating nodes and pods.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// How long to wait for every pod to be bound.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// A pause after the nodes are created (for the scheduler to see them all).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub settle: Option<Duration>,
+    /// The scheduler's PID, to report its RSS at the end.
+    #[arg(long)]
+    pub scheduler_pid: Option<u32>,
 }
 
 /// `skiff bench cri` flags.
@@ -259,6 +295,51 @@ fn map_string_string(s: &str) -> Result<BTreeMap<String, String>, skiff_kubelet:
 
 fn eviction_thresholds(s: &str) -> Result<BTreeMap<String, String>, skiff_kubelet::error::Error> {
     kubelet_configuration::parse_eviction_thresholds(s)
+}
+
+/// `skiff scheduler` flags (upstream kube-scheduler's names and defaults). A flag that is
+/// set wins over the `--config` file's field.
+#[derive(Debug, Args)]
+pub struct SchedulerArgs {
+    /// KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1, YAML or JSON).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// kubeconfig of the API server (else `clientConnection.kubeconfig` of --config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Address of the HTTPS endpoint (/healthz, /livez, /readyz, /metrics).
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// Port of the HTTPS endpoint; 0 disables it.
+    #[arg(long, default_value_t = 10259)]
+    pub secure_port: u16,
+    /// Run under leader election on a Lease (default: true, or leaderElection.leaderElect).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub leader_elect: Option<bool>,
+    /// How long non-leaders wait before taking an unrenewed lease [default: 15s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub leader_elect_lease_duration: Option<Duration>,
+    /// How long the leader retries renewing before it gives up [default: 10s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub leader_elect_renew_deadline: Option<Duration>,
+    /// The wait between leader election attempts [default: 2s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub leader_elect_retry_period: Option<Duration>,
+    /// The Lease's name [default: kube-scheduler].
+    #[arg(long)]
+    pub leader_elect_resource_name: Option<String>,
+    /// The Lease's namespace [default: kube-system].
+    #[arg(long)]
+    pub leader_elect_resource_namespace: Option<String>,
+    /// Requests per second to the API server [default: 50].
+    #[arg(long)]
+    pub kube_api_qps: Option<f32>,
+    /// Burst of requests to the API server [default: 100].
+    #[arg(long)]
+    pub kube_api_burst: Option<i32>,
+    /// How long a pod may stay unschedulable before it is tried again [default: 5m].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub pod_max_in_unschedulable_pods_duration: Option<Duration>,
 }
 
 /// `skiff apiserver` flags (upstream kube-apiserver's names and defaults).

@@ -7,6 +7,7 @@ mod cli;
 mod image;
 mod kubelet;
 mod runtime;
+mod scheduler;
 mod signals;
 
 use std::io::IsTerminal;
@@ -51,8 +52,12 @@ async fn run(command: cli::Command) -> anyhow::Result<()> {
         cli::Command::Kubelet(args) => kubelet::run(*args).await,
         cli::Command::Runtime(args) => runtime::run(args).await,
         cli::Command::Apiserver(args) => apiserver::run(args).await,
+        cli::Command::Scheduler(args) => scheduler::run(args).await,
         cli::Command::Image(args) => image::run(args).await,
         cli::Command::Bench(cli::BenchCommand::Cri(args)) => bench::cri(args).await,
+        cli::Command::Bench(cli::BenchCommand::Scheduler(args)) => {
+            bench::scheduler::run(args).await
+        }
     }
 }
 

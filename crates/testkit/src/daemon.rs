@@ -90,6 +90,11 @@ impl Daemon {
         sys::terminate(&mut self.child, grace)
     }
 
+    /// The exit status if the process has exited (reaping it).
+    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.child.try_wait()
+    }
+
     /// Kills the process with SIGKILL and reaps it.
     pub(crate) fn kill9(mut self) -> std::io::Result<()> {
         self.child.kill()?;

@@ -23,6 +23,9 @@
 //!   temporary data directory, its admin kubeconfig, kubectl and kube-rs clients, SIGKILL and
 //!   restart.
 //!
+//! - [`Scheduler`]: a running `skiff scheduler` against an API server, with its health
+//!   endpoints ([`scheduler::https_get_insecure`]), SIGKILL and restart.
+//!
 //! - [`stream`]: async clients of the CRI streaming endpoints (exec / attach /
 //!   port-forward over SPDY/3.1 and WebSocket).
 //!
@@ -39,6 +42,7 @@ mod node;
 mod proxy;
 mod push;
 mod registry;
+pub mod scheduler;
 mod spawn;
 pub mod stream;
 mod sys;
@@ -57,4 +61,5 @@ pub use node::{Node, NodeOptions, NodeRuntime};
 pub use proxy::{Proxy, Throttle};
 pub use push::push;
 pub use registry::Registry;
+pub use scheduler::Scheduler;
 pub use tls_tunnel::TlsTunnel;

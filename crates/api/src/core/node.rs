@@ -15,10 +15,25 @@ pub fn default_node(node: &mut Node) {
     }
 }
 
-/// Checks a node: pod CIDRs are CIDRs, taints have a key and a supported effect and are
+/// Checks a node: its capacity and allocatable are well-formed, non-negative quantities
+/// (upstream rejects a malformed quantity when it decodes the object, with the same
+/// message), pod CIDRs are CIDRs, taints have a key and a supported effect and are
 /// unique by key and effect.
 pub fn validate_node(node: &Node) -> ErrorList {
     let mut errors = Vec::new();
+    if let Some(status) = &node.status {
+        let status_path = Path::new("status");
+        for (field, list) in [
+            ("capacity", status.capacity.as_ref()),
+            ("allocatable", status.allocatable.as_ref()),
+        ] {
+            crate::core::resources::validate_resource_list(
+                &mut errors,
+                &status_path.child(field),
+                list,
+            );
+        }
+    }
     let Some(spec) = &node.spec else {
         return errors;
     };
@@ -103,6 +118,26 @@ mod tests {
                 r#"spec.taints[1]: Duplicate value: "k:NoSchedule""#,
                 "spec.taints[2].key: Required value",
                 r#"spec.taints[2].effect: Unsupported value: "Sometimes": supported values: "NoExecute", "NoSchedule", "PreferNoSchedule""#,
+            ]
+        );
+    }
+
+    #[test]
+    fn capacities_must_be_quantities() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "status": {"capacity": {"cpu": "lots", "pods": "110"},
+                       "allocatable": {"memory": "-1Gi"}}
+        }))
+        .unwrap_or_default();
+        let got: Vec<String> = validate_node(&node)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                r#"status.capacity[cpu]: Invalid value: "lots": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"#,
+                r#"status.allocatable[memory]: Invalid value: "-1Gi": must be greater than or equal to 0"#,
             ]
         );
     }

@@ -287,6 +287,14 @@ impl LabelSelector {
         }
     }
 
+    /// Adds a requirement (kept sorted by key); a selector of nothing stays so.
+    pub fn add(&mut self, requirement: Requirement) {
+        let at = self
+            .requirements
+            .partition_point(|r| r.key <= requirement.key);
+        self.requirements.insert(at, requirement);
+    }
+
     /// Whether `labels` satisfy every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         !self.nothing && self.requirements.iter().all(|r| r.matches(labels))

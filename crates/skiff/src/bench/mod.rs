@@ -10,6 +10,7 @@
 
 mod memory;
 mod pods;
+pub mod scheduler;
 mod stats;
 
 use std::time::Duration;

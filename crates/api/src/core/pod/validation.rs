@@ -410,6 +410,28 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> ErrorList {
     }
     munged.active_deadline_seconds = old_spec.active_deadline_seconds;
     munged.tolerations.clone_from(&old_spec.tolerations);
+    // Scheduling gates may only be removed (upstream `validateSchedulingGates` on update,
+    // KEP-3521).
+    let old_gates: Vec<&str> = old_spec
+        .scheduling_gates
+        .iter()
+        .flatten()
+        .map(|g| g.name.as_str())
+        .collect();
+    for (i, gate) in new_spec.scheduling_gates.iter().flatten().enumerate() {
+        if !old_gates.contains(&gate.name.as_str()) {
+            errors.push(FieldError::forbidden(
+                &spec_path.child("schedulingGates").index(i),
+                format!(
+                    "only deletion is allowed, but found new scheduling gate '{}'",
+                    gate.name
+                ),
+            ));
+        }
+    }
+    munged
+        .scheduling_gates
+        .clone_from(&old_spec.scheduling_gates);
     if old_spec
         .termination_grace_period_seconds
         .is_some_and(|g| g < 0)
@@ -602,5 +624,35 @@ mod tests {
         );
         assert!(got[1].starts_with("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"), "{}", got[1]);
         assert!(got[1].contains(r#"restartPolicy: "Never""#), "{}", got[1]);
+    }
+
+    #[test]
+    fn scheduling_gates_may_only_be_removed() {
+        let mut old = valid();
+        if let Some(spec) = old.spec.as_mut() {
+            spec.scheduling_gates = Some(vec![
+                k8s_openapi::api::core::v1::PodSchedulingGate { name: "a".into() },
+                k8s_openapi::api::core::v1::PodSchedulingGate { name: "b".into() },
+            ]);
+        }
+        let mut removed = old.clone();
+        if let Some(spec) = removed.spec.as_mut() {
+            spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: "b".into(),
+            }]);
+        }
+        assert!(validate_pod_update(&removed, &old).is_empty());
+        let mut added = old.clone();
+        if let Some(spec) = added.spec.as_mut() {
+            spec.scheduling_gates
+                .get_or_insert_with(Vec::new)
+                .push(k8s_openapi::api::core::v1::PodSchedulingGate { name: "c".into() });
+        }
+        assert_eq!(
+            messages(&validate_pod_update(&added, &old)),
+            [
+                "spec.schedulingGates[2]: Forbidden: only deletion is allowed, but found new scheduling gate 'c'"
+            ]
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! `pkg/apis/core/v1/helper` (`IsExtendedResourceName`, `IsScalarResourceName`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ContainerPort, Node, Pod};
 
@@ -86,6 +87,21 @@ fn sanitize<'a>(ip: Option<&'a str>, protocol: Option<&'a str>) -> (&'a str, &'a
 }
 
 impl HostPortInfo {
+    /// Forgets one use of `port` (a pod leaving the node); ports without `hostPort`
+    /// are ignored.
+    pub fn remove(&mut self, port: &ContainerPort) {
+        let Some(host_port) = port.host_port.filter(|p| *p > 0) else {
+            return;
+        };
+        let (ip, protocol) = sanitize(port.host_ip.as_deref(), port.protocol.as_deref());
+        if let Some(used) = self.0.get_mut(ip) {
+            used.remove(&(protocol.to_owned(), host_port));
+            if used.is_empty() {
+                self.0.remove(ip);
+            }
+        }
+    }
+
     /// Records `port` as used; ports without `hostPort` are ignored.
     pub fn add(&mut self, port: &ContainerPort) {
         let Some(host_port) = port.host_port.filter(|p| *p > 0) else {
@@ -131,10 +147,11 @@ pub fn host_ports(pod: &Pod) -> Vec<&ContainerPort> {
         .collect()
 }
 
-/// A node and what its pods use (upstream `framework.NodeInfo`).
+/// A node and what its pods use (upstream `framework.NodeInfo`). Cloning is cheap on the
+/// node (shared) and proportional to the resources and ports in use.
 #[derive(Debug, Clone)]
 pub struct NodeInfo {
-    node: Node,
+    node: Arc<Node>,
     allocatable: ResourceAmounts,
     requested: ResourceAmounts,
     pod_count: usize,
@@ -146,7 +163,8 @@ impl NodeInfo {
     /// The node with no pods; its allocatable comes from `status.allocatable` (`pods`
     /// being the number of pods it takes). `options` decides how pod requests are
     /// computed, for the pods added and for [`fits`].
-    pub fn new(node: Node, options: PodResourcesOptions) -> Self {
+    pub fn new(node: impl Into<Arc<Node>>, options: PodResourcesOptions) -> Self {
+        let node = node.into();
         let allocatable =
             resource_amounts(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
         Self {
@@ -161,15 +179,52 @@ impl NodeInfo {
 
     /// Accounts for `pod` on the node: its requests and its host ports.
     pub fn add_pod(&mut self, pod: &Pod) {
-        add_amounts(&mut self.requested, &pod_requests(pod, &self.options));
+        let requests = pod_requests(pod, &self.options);
+        self.add_pod_with_requests(pod, &requests);
+    }
+
+    /// [`add_pod`](Self::add_pod) with the pod's requests already computed (with this
+    /// node's [`options`](Self::options)).
+    pub fn add_pod_with_requests(&mut self, pod: &Pod, requests: &ResourceAmounts) {
+        add_amounts(&mut self.requested, requests);
         for port in host_ports(pod) {
             self.used_ports.add(port);
         }
         self.pod_count += 1;
     }
 
+    /// Undoes [`add_pod_with_requests`](Self::add_pod_with_requests) of the same pod and
+    /// requests: a pod leaving the node, or a victim removed in a preemption simulation.
+    pub fn remove_pod_with_requests(&mut self, pod: &Pod, requests: &ResourceAmounts) {
+        for (name, v) in requests {
+            if let Some(e) = self.requested.get_mut(name) {
+                *e = e.saturating_sub(*v);
+            }
+        }
+        for port in host_ports(pod) {
+            self.used_ports.remove(port);
+        }
+        self.pod_count = self.pod_count.saturating_sub(1);
+    }
+
+    /// Replaces the node object (its allocatable is read again); the pods stay.
+    pub fn set_node(&mut self, node: impl Into<Arc<Node>>) {
+        self.node = node.into();
+        self.allocatable = resource_amounts(
+            self.node
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref()),
+        );
+    }
+
     /// The node.
     pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// The node, shared.
+    pub fn node_arc(&self) -> &Arc<Node> {
         &self.node
     }
 
@@ -204,6 +259,15 @@ impl NodeInfo {
 /// name) whose non-zero request exceeds allocatable minus what the node's pods request.
 /// A resource the node does not have is 0. Empty when the pod fits.
 pub fn fits(pod: &Pod, node_info: &NodeInfo) -> Vec<InsufficientResource> {
+    fits_requests(&pod_requests(pod, &node_info.options), node_info)
+}
+
+/// [`fits`] with the pod's requests already computed (once per pod, not per node: the
+/// scheduler's PreFilter state).
+pub fn fits_requests(
+    requests: &ResourceAmounts,
+    node_info: &NodeInfo,
+) -> Vec<InsufficientResource> {
     let mut insufficient = Vec::new();
     let allowed_pods = node_info.allocatable.get(PODS).copied().unwrap_or(0);
     let pod_count = i64::try_from(node_info.pod_count).unwrap_or(i64::MAX);
@@ -216,7 +280,6 @@ pub fn fits(pod: &Pod, node_info: &NodeInfo) -> Vec<InsufficientResource> {
             capacity: allowed_pods,
         });
     }
-    let requests = pod_requests(pod, &node_info.options);
     // cpu, memory and ephemeral-storage first, as upstream checks them.
     let mut names: Vec<&String> = requests.keys().filter(|n| counts_for_fit(n)).collect();
     names.sort_by_key(|n| match n.as_str() {

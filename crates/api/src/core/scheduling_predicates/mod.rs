@@ -9,7 +9,9 @@ pub mod taints;
 
 use k8s_openapi::api::core::v1::Pod;
 
-pub use fit::{InsufficientResource, NodeInfo, fits, node_name_fits, node_ports_fit};
+pub use fit::{
+    InsufficientResource, NodeInfo, fits, fits_requests, node_name_fits, node_ports_fit,
+};
 pub use node_affinity::{
     RequiredNodeAffinity, get_required_node_affinity, match_node_selector_terms,
 };

@@ -280,9 +280,25 @@ async fn legacy_bindings_bind_pods() {
     let no_target = json!({"metadata": {"name": "web"}, "target": {}});
     let bad = server.send("POST", bindings, &no_target).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+    // A Binding for another pod of the same name (a stale UID) is refused, as upstream's
+    // UID precondition does.
+    let stale = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "web", "uid": "0000-stale"},
+        "target": {"kind": "Node", "name": "node-1"},
+    });
+    let refused = server.send("POST", bindings, &stale).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    let uid = created.body["metadata"]["uid"].as_str().unwrap_or_default();
+    assert_eq!(
+        refused.body["message"],
+        format!(
+            "Operation cannot be fulfilled on pods \"web\": Precondition failed: UID in precondition: 0000-stale, UID in object meta: {uid}"
+        )
+    );
     let binding = json!({
         "apiVersion": "v1", "kind": "Binding",
-        "metadata": {"name": "web"},
+        "metadata": {"name": "web", "uid": uid},
         "target": {"kind": "Node", "name": "node-1"},
     });
     let bound = server.send("POST", bindings, &binding).await;

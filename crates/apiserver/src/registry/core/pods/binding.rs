@@ -60,8 +60,23 @@ pub(crate) async fn bind(
     let node = binding.target.name.clone().unwrap_or_default();
     let pods = GroupResource::new("", "pods");
     let annotations = binding.metadata.annotations.clone().unwrap_or_default();
+    let uid = binding.metadata.uid.clone().filter(|u| !u.is_empty());
     let mut assign = |value: &mut Value| -> Result<(), ApiError> {
         let mut pod: Pod = serde_json::from_value(value.clone()).map_err(ApiError::internal)?;
+        // Upstream's assignPod updates with the Binding's UID as precondition: a pod
+        // deleted and created again under the same name is not bound by a stale decision.
+        if let Some(uid) = uid.as_deref() {
+            let current = pod.metadata.uid.as_deref().unwrap_or_default();
+            if uid != current {
+                return Err(ApiError::conflict(
+                    &pods,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {current}"
+                    ),
+                ));
+            }
+        }
         assign_pod(&mut pod, name, &node, &annotations)?;
         *value = serde_json::to_value(&pod).map_err(ApiError::internal)?;
         Ok(())

@@ -1,0 +1,68 @@
+//! What Skiff's components share as clients of an API server (client-go's role): a
+//! `kube::Client` built from a kubeconfig ([`from_kubeconfig`]) with client-go's
+//! client-side rate limit ([`flowcontrol`]).
+
+pub mod flowcontrol;
+
+use std::path::{Path, PathBuf};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// Why a client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The kubeconfig file cannot be read or parsed.
+    #[error("reading the kubeconfig {path}: {source}")]
+    ReadKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: kube::config::KubeconfigError,
+    },
+    /// The kubeconfig names no usable cluster, user or context.
+    #[error("loading the kubeconfig {path}: {source}")]
+    LoadKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: kube::config::KubeconfigError,
+    },
+    /// The client could not be built from the configuration (TLS settings).
+    #[error("building a client from {path}: {source}")]
+    Build {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: kube::Error,
+    },
+}
+
+/// A client for the API server `kubeconfig` names (its current context), sending at most
+/// `qps` requests per second with bursts of `burst` (0: client-go's defaults 5 / 10;
+/// a negative QPS: unlimited). Errors: the file cannot be read or parsed, or names no
+/// usable cluster or credentials.
+pub async fn from_kubeconfig(
+    kubeconfig: &Path,
+    qps: f32,
+    burst: i32,
+) -> Result<kube::Client, Error> {
+    let path = kubeconfig.to_path_buf();
+    let file = Kubeconfig::read_from(kubeconfig).map_err(|source| Error::ReadKubeconfig {
+        path: path.clone(),
+        source,
+    })?;
+    let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+        .await
+        .map_err(|source| Error::LoadKubeconfig {
+            path: path.clone(),
+            source,
+        })?;
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|source| Error::Build { path, source })?;
+    Ok(match flowcontrol::TokenBucket::from_config(qps, burst) {
+        Some(bucket) => builder
+            .with_layer(&flowcontrol::RateLimitLayer::new(bucket))
+            .build(),
+        None => builder.build(),
+    })
+}

@@ -2,7 +2,8 @@
 //! `kube::runtime::watcher`: LIST then WATCH with bookmarks, a relist after `410 Gone`
 //! and a backoff while the API server cannot be reached. Each change reaches the handler
 //! as a [`Delta`] with the previous object, and a relist turns into the adds, updates and
-//! deletes that bring the handler's view up to date.
+//! deletes that bring the handler's view up to date. Objects are kept without their
+//! `metadata.managedFields`.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
@@ -101,7 +102,8 @@ pub async fn run<K, H, S>(
                 let key = object_key(&obj);
                 apply(&mut known, key, obj, &mut handle);
             }
-            Event::Delete(obj) => {
+            Event::Delete(mut obj) => {
+                strip(&mut obj);
                 let key = object_key(&obj);
                 known.remove(&key);
                 handle(Delta::Deleted(Arc::new(obj)));
@@ -113,9 +115,10 @@ pub async fn run<K, H, S>(
 fn apply<K: Resource, H: FnMut(Delta<K>)>(
     known: &mut HashMap<String, Arc<K>>,
     key: String,
-    obj: K,
+    mut obj: K,
     handle: &mut H,
 ) {
+    strip(&mut obj);
     let new = Arc::new(obj);
     match known.insert(key, Arc::clone(&new)) {
         None => handle(Delta::Added(new)),
@@ -127,4 +130,11 @@ fn apply<K: Resource, H: FnMut(Delta<K>)>(
             }
         }
     }
+}
+
+/// Drops `metadata.managedFields`, which no handler reads (upstream's scheduler and
+/// controllers set the same informer transform, `TransformStripManagedFields`): a pod's
+/// managed fields can weigh as much as the rest of it.
+fn strip<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
 }

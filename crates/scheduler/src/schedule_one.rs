@@ -159,19 +159,20 @@ impl Algorithm {
                 return Ok((vec![Arc::clone(node)], diagnosis));
             }
         }
-        let nodes: Vec<Arc<NodeInfo>> = match pre_res.and_then(|r| r.node_names) {
-            None => snapshot.list().to_vec(),
+        let restricted: Vec<Arc<NodeInfo>>;
+        let nodes: &[Arc<NodeInfo>] = match pre_res.and_then(|r| r.node_names) {
+            None => snapshot.list(),
             Some(names) => {
                 diagnosis.node_to_status.absent =
                     Some(Status::unresolvable(FILTERED_OUT_BY_PRE_FILTER));
-                names
+                restricted = names
                     .iter()
                     .filter_map(|n| snapshot.get(n).cloned())
-                    .collect()
+                    .collect();
+                &restricted
             }
         };
-        let feasible =
-            self.find_nodes_that_pass_filters(fwk, state, pod, &mut diagnosis, &nodes)?;
+        let feasible = self.find_nodes_that_pass_filters(fwk, state, pod, &mut diagnosis, nodes)?;
         let processed = feasible.len() + diagnosis.node_to_status.statuses.len();
         let all = snapshot.num_nodes().max(1);
         self.next_start_node_index = (self.next_start_node_index + processed) % all;
@@ -200,9 +201,14 @@ impl Algorithm {
             feasible.extend((0..to_find).map(|i| Arc::clone(&nodes[(start + i) % n])));
             return Ok(feasible);
         }
+        let nominations = fwk.handle().nominator.has_nominated_pods();
         for i in 0..n {
             let node = &nodes[(start + i) % n];
-            let s = fwk.run_filter_plugins_with_nominated_pods(state, pod, node);
+            let s = if nominations {
+                fwk.run_filter_plugins_with_nominated_pods(state, pod, node)
+            } else {
+                fwk.run_filter_plugins(state, pod, node)
+            };
             if s.is_success() {
                 feasible.push(Arc::clone(node));
                 if feasible.len() >= to_find {

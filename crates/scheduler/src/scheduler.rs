@@ -54,6 +54,9 @@ impl Observer for NoObserver {
 struct LateNominator(OnceLock<Arc<SchedulingQueue>>);
 
 impl Nominator for LateNominator {
+    fn has_nominated_pods(&self) -> bool {
+        self.0.get().is_some_and(|q| q.has_nominated_pods())
+    }
     fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>> {
         self.0
             .get()

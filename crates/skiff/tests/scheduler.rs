@@ -2,7 +2,8 @@
 //! (nothing runs their pods). Each scenario gets its own API server and scheduler, as
 //! Nodes are cluster-wide: [`placement`] (pods land where upstream's default profile
 //! puts them, or get its exact Unschedulable message), [`preemption`] (DefaultPreemption
-//! with a PodDisruptionBudget, VolumeBinding with a local PersistentVolume) and
+//! with a PodDisruptionBudget; the volume plugins: VolumeBinding with a local
+//! PersistentVolume, VolumeZone, NodeVolumeLimits, VolumeRestrictions) and
 //! [`resilience`] (SIGKILL amid 500 pods, leader election, bad input).
 
 #[path = "scheduler/cluster.rs"]
@@ -67,6 +68,11 @@ async fn preemption_respects_pdbs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_volume_binding() {
     preemption::local_volume_binding().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volume_zones_limits_and_restrictions() {
+    preemption::volume_zones_limits_and_restrictions().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1520,6 +1520,10 @@ impl SchedulingQueue {
 }
 
 impl Nominator for SchedulingQueue {
+    fn has_nominated_pods(&self) -> bool {
+        !self.lock().nominator.by_node.is_empty()
+    }
+
     fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>> {
         self.lock()
             .nominator

@@ -5,7 +5,7 @@
 //! victims ([`CycleState::clone`] clones every entry).
 
 use std::any::Any;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// A value kept in a [`CycleState`]: any `Clone + Send + Sync` type.
 pub trait StateData: Any + Send + Sync {
@@ -30,9 +30,12 @@ impl<T: Any + Clone + Send + Sync> StateData for T {
 }
 
 /// Per-cycle plugin data by key, plus which plugins skip Filter and Score for this pod.
+///
+/// A handful of entries, read once per node and plugin: a vector searched by key (the
+/// same `&'static str` constant, so mostly a pointer comparison) beats hashing.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<&'static str, Box<dyn StateData>>,
+    data: Vec<(&'static str, Box<dyn StateData>)>,
     /// Plugins whose PreFilter returned Skip: their Filter is not run.
     pub skip_filter_plugins: HashSet<&'static str>,
     /// Plugins whose PreScore returned Skip: their Score is not run.
@@ -59,24 +62,37 @@ impl CycleState {
         Self::default()
     }
 
+    fn position(&self, key: &str) -> Option<usize> {
+        self.data.iter().position(|(k, _)| {
+            std::ptr::eq(k.as_ptr(), key.as_ptr()) && k.len() == key.len() || *k == key
+        })
+    }
+
     /// Stores `value` under `key`, replacing what was there.
     pub fn write<T: StateData>(&mut self, key: &'static str, value: T) {
-        self.data.insert(key, Box::new(value));
+        match self.position(key) {
+            Some(i) => self.data[i].1 = Box::new(value),
+            None => self.data.push((key, Box::new(value))),
+        }
     }
 
     /// The value under `key` if it is a `T`.
     pub fn read<T: 'static>(&self, key: &'static str) -> Option<&T> {
-        (**self.data.get(key)?).as_any().downcast_ref()
+        let i = self.position(key)?;
+        (*self.data[i].1).as_any().downcast_ref()
     }
 
     /// The value under `key`, mutably, if it is a `T`.
     pub fn read_mut<T: 'static>(&mut self, key: &'static str) -> Option<&mut T> {
-        (**self.data.get_mut(key)?).as_any_mut().downcast_mut()
+        let i = self.position(key)?;
+        (*self.data[i].1).as_any_mut().downcast_mut()
     }
 
     /// Removes `key`.
     pub fn delete(&mut self, key: &'static str) {
-        self.data.remove(key);
+        if let Some(i) = self.position(key) {
+            self.data.swap_remove(i);
+        }
     }
 }
 

@@ -73,6 +73,11 @@ pub struct ProfileSpec {
 /// Pods nominated to nodes by preemption, kept by the scheduling queue (upstream
 /// `PodNominator`).
 pub trait Nominator: Send + Sync {
+    /// Whether any pod is nominated anywhere (checked once per cycle, so that Filter
+    /// does not look the nominations up node by node when there are none).
+    fn has_nominated_pods(&self) -> bool {
+        true
+    }
     /// The pods nominated to `node`.
     fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>>;
     /// Records that `pod` is nominated to `node`.
@@ -586,6 +591,9 @@ impl Framework {
                 score: 0,
             })
             .collect();
+        // One vector of per-plugin scores, reused by every plugin (the names are cloned
+        // once per cycle, not once per plugin).
+        let mut scores = totals.clone();
         for (p, weight) in &self.score {
             if state.skip_score_plugins.contains(p.name()) {
                 continue;
@@ -593,8 +601,7 @@ impl Framework {
             let Some(sp) = p.as_score() else {
                 continue;
             };
-            let mut scores = Vec::with_capacity(nodes.len());
-            for n in nodes {
+            for (n, slot) in nodes.iter().zip(scores.iter_mut()) {
                 let (score, s) = sp.score(state, pod, n);
                 if !s.is_success() {
                     return Err(Status::error(format!(
@@ -604,10 +611,7 @@ impl Framework {
                     ))
                     .with_plugin(p.name()));
                 }
-                scores.push(NodeScore {
-                    name: n.name().to_owned(),
-                    score,
-                });
+                slot.score = score;
             }
             let s = sp.normalize_score(state, pod, &mut scores);
             if !s.is_success() {

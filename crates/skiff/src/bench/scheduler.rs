@@ -259,7 +259,9 @@ async fn watch_bindings(
 async fn create_node(nodes: &Api<Node>, run_id: &str, i: usize) -> anyhow::Result<()> {
     let name = format!("bench-{run_id}-node-{i:05}");
     let mut taints = Vec::new();
-    if i % 10 == 9 {
+    // Every tenth node of each zone is tainted, so that every zone keeps untainted nodes
+    // (a zone of tainted nodes only would stop zone spreading, as upstream's would).
+    if (i / ZONES) % 10 == 9 {
         taints.push(json!({"key": TAINT_KEY, "value": "infra", "effect": "NoSchedule"}));
     }
     let resources = json!({

@@ -165,3 +165,132 @@ async fn complete_pv_binding(client: kube::Client, pv: &str, claim: &str) {
     .await
     .expect("mark the volume Bound");
 }
+
+/// A PersistentVolume bound to the claim `claim` (the PV controller's work, done here:
+/// no PV controller runs yet): `spec` is the PV's source and extra spec fields.
+async fn bound_volume(
+    c: &Cluster,
+    pv: &str,
+    claim: &str,
+    access: &str,
+    labels: serde_json::Value,
+    spec: serde_json::Value,
+) {
+    let mut pv_spec = json!({"capacity": {"storage": "1Gi"}, "accessModes": [access],
+        "storageClassName": "manual",
+        "claimRef": {"namespace": "default", "name": claim}});
+    if let (Some(s), Some(extra)) = (pv_spec.as_object_mut(), spec.as_object()) {
+        for (k, v) in extra {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    c.kubectl_create(&json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": pv, "labels": labels}, "spec": pv_spec}));
+    c.kubectl_create(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "namespace": "default",
+                     "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"accessModes": [access], "storageClassName": "manual", "volumeName": pv,
+                 "resources": {"requests": {"storage": "1Gi"}}}}));
+    let params = PatchParams::default();
+    let pvs: Api<PersistentVolume> = Api::all(c.client.clone());
+    pvs.patch_status(
+        pv,
+        &params,
+        &Patch::Merge(json!({"status": {"phase": "Bound"}})),
+    )
+    .await
+    .expect("mark the volume Bound");
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(c.client.clone(), "default");
+    pvcs.patch_status(
+        claim,
+        &params,
+        &Patch::Merge(json!({"status": {"phase": "Bound",
+        "accessModes": [access], "capacity": {"storage": "1Gi"}}})),
+    )
+    .await
+    .expect("mark the claim Bound");
+}
+
+fn claim_pod(name: &str, claim: &str) -> serde_json::Value {
+    json!({"metadata": {"name": name}, "spec": {"volumes": [
+        {"name": "v", "persistentVolumeClaim": {"claimName": claim}}]}})
+}
+
+/// VolumeZone, NodeVolumeLimits (CSINode allocatable counts) and VolumeRestrictions
+/// (ReadWriteOncePod).
+pub async fn volume_zones_limits_and_restrictions() {
+    let c = Cluster::start(&[]).await;
+    for (node, zone) in [("a", "z1"), ("b", "z2")] {
+        c.node(
+            node,
+            "4",
+            "8Gi",
+            "10",
+            &[("topology.kubernetes.io/zone", zone)],
+            json!([]),
+        )
+        .await;
+        c.kubectl_create(
+            &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+            "metadata": {"name": node},
+            "spec": {"drivers": [{"name": "csi.example.com", "nodeID": node,
+                                  "allocatable": {"count": 1}}]}}),
+        );
+    }
+    // VolumeZone: a volume labelled with zone z2 only fits node b.
+    bound_volume(
+        &c,
+        "zoned",
+        "zoned-claim",
+        "ReadWriteOnce",
+        json!({"topology.kubernetes.io/zone": "z2"}),
+        json!({"hostPath": {"path": "/tmp/zoned"}}),
+    )
+    .await;
+    expect(&c, claim_pod("zoned-pod", "zoned-claim"), Expect::Node("b")).await;
+    // NodeVolumeLimits: one CSI volume per node.
+    for i in 1..=3 {
+        bound_volume(
+            &c,
+            &format!("csi-{i}"),
+            &format!("c{i}"),
+            "ReadWriteOnce",
+            json!({}),
+            json!({"csi": {"driver": "csi.example.com", "volumeHandle": format!("h{i}")}}),
+        )
+        .await;
+    }
+    let first = expect(&c, claim_pod("csi-pod-1", "c1"), Expect::NotOn(&[])).await;
+    let other = if first == "a" { "b" } else { "a" };
+    expect(&c, claim_pod("csi-pod-2", "c2"), Expect::Node(other)).await;
+    expect(
+        &c,
+        claim_pod("csi-pod-3", "c3"),
+        Expect::Unschedulable(
+            "0/2 nodes are available: 2 node(s) exceed max volume count. preemption: 0/2 \
+             nodes are available: 2 No preemption victims found for incoming pod.",
+        ),
+    )
+    .await;
+    // VolumeRestrictions: a ReadWriteOncePod claim serves one pod.
+    bound_volume(
+        &c,
+        "single",
+        "single-claim",
+        "ReadWriteOncePod",
+        json!({}),
+        json!({"hostPath": {"path": "/tmp/single"}}),
+    )
+    .await;
+    expect(&c, claim_pod("owner", "single-claim"), Expect::NotOn(&[])).await;
+    expect(
+        &c,
+        claim_pod("second", "single-claim"),
+        Expect::Unschedulable(
+            "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same \
+             name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No \
+             preemption victims found for incoming pod.",
+        ),
+    )
+    .await;
+}

@@ -54,11 +54,6 @@ pub fn is_scalar_resource_name(name: &str) -> bool {
         || name.starts_with("attachable-volumes-")
 }
 
-/// The resources fit compares: the three with fields of their own and the scalars.
-fn counts_for_fit(name: &str) -> bool {
-    matches!(name, CPU | MEMORY | EPHEMERAL_STORAGE) || is_scalar_resource_name(name)
-}
-
 /// A resource a node does not have enough of (upstream `InsufficientResource`). Amounts
 /// are in millicores for `cpu`, else units; for `pods`, pod counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -280,16 +275,16 @@ pub fn fits_requests(
             capacity: allowed_pods,
         });
     }
-    // cpu, memory and ephemeral-storage first, as upstream checks them.
-    let mut names: Vec<&String> = requests.keys().filter(|n| counts_for_fit(n)).collect();
-    names.sort_by_key(|n| match n.as_str() {
-        CPU => 0,
-        MEMORY => 1,
-        EPHEMERAL_STORAGE => 2,
-        _ => 3,
+    // cpu, memory and ephemeral-storage first, as upstream checks them, then the scalar
+    // resources by name; no allocation unless something is missing (this runs for every
+    // node of every scheduling cycle).
+    let first = [CPU, MEMORY, EPHEMERAL_STORAGE]
+        .into_iter()
+        .filter_map(|n| requests.get_key_value(n));
+    let rest = requests.iter().filter(|(n, _)| {
+        !matches!(n.as_str(), CPU | MEMORY | EPHEMERAL_STORAGE) && is_scalar_resource_name(n)
     });
-    for name in names {
-        let requested = requests.get(name).copied().unwrap_or(0);
+    for (name, &requested) in first.chain(rest) {
         if requested <= 0 {
             continue;
         }

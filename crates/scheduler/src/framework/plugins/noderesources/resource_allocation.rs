@@ -115,8 +115,18 @@ impl ResourceAllocationScorer {
         if self.resources.is_empty() {
             return (0, Status::error("resources not found"));
         }
-        let mut requested = vec![0; self.resources.len()];
-        let mut allocatable = vec![0; self.resources.len()];
+        // Per node and pod: on the stack for the usual handful of resources.
+        const INLINE: usize = 8;
+        let n = self.resources.len();
+        let (mut req_inline, mut alloc_inline) = ([0_i64; INLINE], [0_i64; INLINE]);
+        let (mut req_heap, mut alloc_heap) = (Vec::new(), Vec::new());
+        let (requested, allocatable): (&mut [i64], &mut [i64]) = if n <= INLINE {
+            (&mut req_inline[..n], &mut alloc_inline[..n])
+        } else {
+            req_heap.resize(n, 0);
+            alloc_heap.resize(n, 0);
+            (&mut req_heap, &mut alloc_heap)
+        };
         for (i, r) in self.resources.iter().enumerate() {
             let pod_request = pod_requests.get(i).copied().unwrap_or(0);
             let (alloc, req) = self.allocatable_and_requested(node, &r.name, pod_request);
@@ -127,7 +137,7 @@ impl ResourceAllocationScorer {
             requested[i] = req;
         }
         (
-            self.score_amounts(&requested, &allocatable),
+            self.score_amounts(requested, allocatable),
             Status::success(),
         )
     }

@@ -35,6 +35,7 @@ pub mod protobuf;
 pub mod quantity;
 pub mod schema;
 pub mod selector;
+pub mod uuid;
 pub mod validation;
 pub mod version;
 pub mod yaml;

@@ -299,26 +299,8 @@ impl EventRecorder {
 /// `313ms`, `1.594s`, `1m2.5s`, `1h0m0s`), as in upstream's "Successfully pulled image"
 /// message.
 pub fn format_go_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return "0s".to_owned();
-    }
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let (hours, minutes) = (ms / 3_600_000, ms / 60_000 % 60);
-    let (secs, frac) = (ms / 1000 % 60, ms % 1000);
-    let seconds = if frac == 0 {
-        format!("{secs}s")
-    } else {
-        let frac = format!("{frac:03}");
-        format!("{secs}.{}s", frac.trim_end_matches('0'))
-    };
-    match (hours, minutes) {
-        (0, 0) => seconds,
-        (0, m) => format!("{m}m{seconds}"),
-        (h, m) => format!("{h}h{m}m{seconds}"),
-    }
+    let millis = i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 1_000_000);
+    skiff_api::duration::format_go_duration(millis.saturating_mul(1_000_000))
 }
 
 fn kubelet_source(node_name: &str) -> EventSource {

@@ -126,18 +126,7 @@ pub fn default_identity() -> Result<String, Error> {
 
 /// A random (version 4) UUID in its hyphenated form.
 pub(crate) fn uuid_v4() -> String {
-    let mut b: [u8; 16] = rand::random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    skiff_api::uuid::format_v4(rand::random())
 }
 
 /// The election state kept in the Lease's spec (client-go `LeaderElectionRecord`).

@@ -446,7 +446,8 @@ impl Scheduler {
         } else {
             tracing::error!(pod = %pod_key(&pod), "error scheduling pod; retrying: {message}");
         }
-        let key = pod_key(&pod);
+        // The informer's store is keyed as every informer key (`object_key`).
+        let key = crate::reflector::object_key(pod.as_ref());
         let cached = self.pods.get(&key).filter(|p| pod_uid(p) == uid);
         match cached.as_ref() {
             None => {
@@ -491,11 +492,6 @@ impl Scheduler {
                 tracing::warn!(pod = %pod_key(&current), error = %e, "updating the pod's PodScheduled condition");
             }
         });
-    }
-
-    /// The informer's view of the pod `namespace/name`.
-    pub fn cached_pod(&self, key: &str) -> Option<Arc<Pod>> {
-        self.pods.get(key)
     }
 }
 

@@ -272,17 +272,7 @@ fn random_id(rng: &SystemRandom) -> anyhow::Result<String> {
     let mut b = [0u8; 16];
     rng.fill(&mut b)
         .map_err(|_| anyhow::anyhow!("no randomness"))?;
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    ))
+    Ok(skiff_api::uuid::format_v4(b))
 }
 
 #[cfg(test)]

@@ -113,18 +113,7 @@ pub fn timestamp(time: chrono::DateTime<chrono::Utc>) -> String {
 
 /// A random RFC 4122 version 4 UUID, as upstream's `metadata.uid`.
 pub fn new_uid() -> String {
-    let mut bytes: [u8; 16] = rand::random();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    skiff_api::uuid::format_v4(rand::random())
 }
 
 #[cfg(test)]

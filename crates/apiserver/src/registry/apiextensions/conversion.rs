@@ -148,18 +148,7 @@ fn go_type(value: &Value) -> &'static str {
 
 /// A random (version 4) UUID, the request's uid.
 fn new_uid() -> String {
-    let mut bytes: [u8; 16] = rand::random();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex = hex::encode(bytes);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    skiff_api::uuid::format_v4(rand::random())
 }
 
 impl WebhookConverter {

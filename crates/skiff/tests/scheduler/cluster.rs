@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::TryStreamExt as _;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use serde_json::{Value, json};
 use skiff_testkit::{ApiServer, ApiServerOptions, Backend, Scheduler};
@@ -141,20 +141,15 @@ impl Cluster {
         let node: Node = serde_json::from_value(json!({
             "metadata": {"name": name, "labels": all},
             "spec": {"taints": taints},
+            // A node is created with its status, as the kubelet registers it: the scheduler
+            // never sees it without allocatable resources.
+            "status": status,
         }))
         .expect("a node");
         self.nodes()
             .create(&PostParams::default(), &node)
             .await
             .unwrap_or_else(|e| panic!("create node {name}: {e}"));
-        self.nodes()
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("set the status of node {name}: {e}"));
     }
 
     /// Creates a pod from `manifest` (metadata.name given; containers default to one

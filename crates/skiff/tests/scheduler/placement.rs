@@ -274,6 +274,15 @@ pub async fn image_locality() {
     c.node("plain", "4", "8Gi", "10", &[], json!([])).await;
     c.node_with("cached", "4", "8Gi", "10", &[], json!([]), images)
         .await;
+    // The scheduler watches nodes and pods on separate streams: a pod created now could be
+    // scheduled before the status with the images arrives. One pinned pod per node, bound
+    // through the scheduler, shows that it has seen both nodes' statuses (and loads both
+    // nodes alike).
+    for node in ["plain", "cached"] {
+        let pin = json!({"metadata": {"name": format!("pin-{node}")},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node}}});
+        expect(&c, pin, Expect::Node(node)).await;
+    }
     let pod = json!({"metadata": {"name": "big"}, "spec": {"containers": [
         {"name": "c", "image": "example.com/big:1"}]}});
     expect(&c, pod, Expect::Node("cached")).await;

@@ -7,12 +7,14 @@
 //! reads. Reads at a past revision (pagination) and watch catch-up read the log;
 //! compaction removes the rows no read at or after the compacted revision needs.
 //!
-//! All writes go through one connection on a dedicated thread, one `IMMEDIATE`
-//! transaction each, with `synchronous=FULL`: a write's future completes after its commit
+//! All writes go through one connection on a dedicated thread, committed in groups (the
+//! writes waiting when a group starts share one `IMMEDIATE` transaction, each in its own
+//! savepoint) with `synchronous=FULL`: a write's future completes after its group's commit
 //! is on disk, so an acknowledged write survives SIGKILL or power loss. Reads use a pool
 //! of read-only connections on blocking tasks. Watches get the writer's events in
 //! process, so one process must own the file (as one etcd member owns its data dir).
 
+mod cache;
 mod read;
 mod watch;
 mod writer;
@@ -29,6 +31,7 @@ use super::{
     DEFAULT_MAX_OBJECT_BYTES, Event, KeyValue, ListResult, Result, Revision, Storage, StorageError,
     WatchItem, check_size,
 };
+use cache::ReadCache;
 use read::Readers;
 use writer::{Job, Writer};
 
@@ -57,6 +60,8 @@ impl Default for SqliteOptions {
 pub struct Sqlite {
     jobs: std::sync::mpsc::Sender<Job>,
     readers: Arc<Readers>,
+    /// Recent current values, kept exact by the writer.
+    cache: Arc<ReadCache>,
     /// The last committed revision, as the writer publishes it.
     revision: Arc<AtomicI64>,
     events: broadcast::Sender<Arc<Event>>,
@@ -72,7 +77,13 @@ impl Sqlite {
     pub fn open(path: &Path, options: SqliteOptions) -> Result<Sqlite> {
         let revision = Arc::new(AtomicI64::new(0));
         let (events, _) = broadcast::channel(EVENT_BUFFER);
-        let writer = Writer::open(path, Arc::clone(&revision), events.clone())?;
+        let cache = Arc::new(ReadCache::new(cache::DEFAULT_BUDGET));
+        let writer = Writer::open(
+            path,
+            Arc::clone(&revision),
+            events.clone(),
+            Arc::clone(&cache),
+        )?;
         let (jobs, queue) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("sqlite-writer".into())
@@ -81,6 +92,7 @@ impl Sqlite {
         Ok(Sqlite {
             jobs,
             readers: Arc::new(Readers::new(PathBuf::from(path))),
+            cache,
             revision,
             events,
             options,
@@ -95,8 +107,15 @@ impl Sqlite {
         let (reply, result) = oneshot::channel();
         let stopped = || StorageError::Unavailable("the SQLite writer has stopped".into());
         self.jobs
-            .send(Box::new(move |writer| {
-                let _ = reply.send(write(writer));
+            .send(Box::new(move |writer: Option<&mut Writer>| {
+                let result = writer.map(write);
+                Box::new(move |commit: Option<&StorageError>| {
+                    let _ = reply.send(match (commit, result) {
+                        (Some(e), _) => Err(e.clone()),
+                        (None, Some(result)) => result,
+                        (None, None) => Err(stopped()),
+                    });
+                })
             }))
             .map_err(|_| stopped())?;
         result.await.map_err(|_| stopped())?
@@ -112,8 +131,17 @@ impl Storage for Sqlite {
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        let key = key.to_string();
-        self.readers.run(move |conn| read::get(conn, &key)).await
+        if let Some(value) = self.cache.get(key) {
+            return Ok(value);
+        }
+        let epoch = self.cache.epoch();
+        let owned = key.to_string();
+        let value = self
+            .readers
+            .run(move |conn| read::get(conn, &owned))
+            .await?;
+        self.cache.fill(epoch, key, &value);
+        Ok(value)
     }
 
     async fn list(
@@ -123,11 +151,30 @@ impl Storage for Sqlite {
         limit: usize,
         revision: Option<Revision>,
     ) -> Result<ListResult> {
-        let prefix = prefix.to_string();
-        let start_after = start_after.map(str::to_string);
-        self.readers
-            .run(move |conn| read::list(conn, &prefix, start_after.as_deref(), limit, revision))
-            .await
+        // A whole current list may come from the cache. The revision is read first: every
+        // write up to it has dropped the cached lists it touched, so a cached list is the
+        // collection as of that revision.
+        let whole = start_after.is_none() && revision.is_none();
+        if whole {
+            let now = self.revision.load(Ordering::Acquire);
+            if let Some(mut list) = self.cache.list(prefix)
+                && (limit == 0 || list.items.len() <= limit)
+            {
+                list.revision = list.revision.max(now);
+                return Ok(list);
+            }
+        }
+        let epoch = self.cache.epoch();
+        let owned = prefix.to_string();
+        let after = start_after.map(str::to_string);
+        let list = self
+            .readers
+            .run(move |conn| read::list(conn, &owned, after.as_deref(), limit, revision))
+            .await?;
+        if whole && list.remaining == 0 {
+            self.cache.fill_list(epoch, prefix, &list);
+        }
+        Ok(list)
     }
 
     async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<KeyValue> {
@@ -198,5 +245,61 @@ mod tests {
         }
         let expected: Vec<Revision> = (1..=writes as Revision).collect();
         assert_eq!(revisions, expected);
+    }
+
+    /// Concurrent writes share commits: a refused write in a group (a duplicate create)
+    /// fails alone, every accepted write gets its own revision, readable once answered,
+    /// and watchers see them all in revision order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_commit_in_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Arc::new(Sqlite::open(&dir.path().join("state.db"), SqliteOptions::default()).unwrap());
+        let mut stream = store.watch("/registry/pods/", 0).await.unwrap();
+        let writes = 400;
+        let tasks: Vec<_> = (0..writes)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                // Every fourth write repeats the key of the one before it.
+                let key = format!("/registry/pods/ns/p{}", i - usize::from(i % 4 == 3));
+                tokio::spawn(async move {
+                    let written = store.create(&key, i.to_string().into_bytes()).await;
+                    if let Ok(kv) = &written {
+                        let read = store
+                            .get(&key)
+                            .await
+                            .unwrap()
+                            .expect("read after the reply");
+                        assert_eq!(read.mod_revision, kv.mod_revision);
+                    }
+                    written
+                })
+            })
+            .collect();
+        let mut accepted = Vec::new();
+        let mut refused = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(kv) => accepted.push(kv.mod_revision),
+                Err(StorageError::AlreadyExists(_)) => refused += 1,
+                Err(e) => panic!("unexpected {e}"),
+            }
+        }
+        assert_eq!(refused, writes / 4);
+        accepted.sort_unstable();
+        let expected: Vec<Revision> = (1..=(writes - writes / 4) as Revision).collect();
+        assert_eq!(accepted, expected);
+        let mut seen = Vec::new();
+        while seen.len() < expected.len() {
+            let item = tokio::time::timeout(Duration::from_secs(10), stream.next()).await;
+            if let WatchItem::Event(event) = item.unwrap().unwrap().unwrap() {
+                seen.push(event.kv.mod_revision);
+            }
+        }
+        assert_eq!(seen, expected);
+        assert_eq!(
+            store.current_revision().await.unwrap(),
+            expected.len() as Revision
+        );
     }
 }

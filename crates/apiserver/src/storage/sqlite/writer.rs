@@ -1,19 +1,33 @@
-//! The one writer: a connection on its own thread that runs each write as one `IMMEDIATE`
-//! transaction, committed (WAL fsync'd, `synchronous=FULL`) before the write is answered,
-//! then publishes the write's event to the in-process watchers.
+//! The one writer: a connection on its own thread. Writes are committed in groups (etcd's
+//! batched backend commits, SQLite's own advice for many small writes): the writer takes
+//! every write that waits, up to [`MAX_BATCH`], runs each in its own savepoint of one
+//! `IMMEDIATE` transaction, and commits once (WAL fsync'd, `synchronous=FULL`). Only then
+//! are the writes answered and their events published to the in-process watchers, in
+//! revision order. A write that fails is rolled back to its savepoint alone; a commit that
+//! fails fails every write of the group, and none of their events is published.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 use tokio::sync::broadcast;
 
+use super::cache::ReadCache;
 use super::{db_error, read};
 use crate::storage::{Event, EventType, KeyValue, Result, Revision, StorageError};
 
-/// A write to run on the writer thread.
-pub(super) type Job = Box<dyn FnOnce(&mut Writer) + Send>;
+/// A write to run on the writer thread, inside the group's transaction (`None`: the group
+/// could not begin, so the write is not run). It returns what to do once the group's
+/// commit is known.
+pub(super) type Job = Box<dyn FnOnce(Option<&mut Writer>) -> Reply + Send>;
+
+/// Answers one write after its group's commit (given the commit's error, if any).
+pub(super) type Reply = Box<dyn FnOnce(Option<&StorageError>) + Send>;
+
+/// The most writes committed together: bounds the latency the first write of a group waits
+/// for the last one.
+const MAX_BATCH: usize = 256;
 
 /// The tables: `log` holds every kept write (kine's layout: a delete is a row with
 /// `deleted = 1` carrying the last value), `current` the revision of each live key's
@@ -42,10 +56,15 @@ CREATE TABLE IF NOT EXISTS meta (
 /// The writer's connection and what it publishes.
 pub(super) struct Writer {
     conn: Connection,
-    /// The last committed revision, also published to readers through `published`.
+    /// The revision of the last write, committed or in the open group.
     revision: Revision,
+    /// The last committed revision, as published to readers.
     published: Arc<AtomicI64>,
     events: broadcast::Sender<Arc<Event>>,
+    /// The events of the open group, published after its commit.
+    pending: Vec<Event>,
+    /// The read cache, told of each committed group before its writes are answered.
+    cache: Arc<ReadCache>,
 }
 
 impl Writer {
@@ -55,6 +74,7 @@ impl Writer {
         path: &Path,
         published: Arc<AtomicI64>,
         events: broadcast::Sender<Arc<Event>>,
+        cache: Arc<ReadCache>,
     ) -> Result<Writer> {
         let conn = Connection::open(path).map_err(db_error)?;
         let mode: String = conn
@@ -77,13 +97,64 @@ impl Writer {
             revision,
             published,
             events,
+            pending: Vec::new(),
+            cache,
         })
     }
 
-    /// Runs jobs until every sender is gone.
+    /// Runs jobs, a group at a time, until every sender is gone.
     pub(super) fn run(mut self, jobs: std::sync::mpsc::Receiver<Job>) {
-        for job in jobs {
-            job(&mut self);
+        let mut replies: Vec<Reply> = Vec::with_capacity(MAX_BATCH);
+        while let Ok(first) = jobs.recv() {
+            let committed = self.revision;
+            if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+                let e = db_error(e);
+                first(None)(Some(&e));
+                continue;
+            }
+            replies.push(first(Some(&mut self)));
+            while replies.len() < MAX_BATCH {
+                match jobs.try_recv() {
+                    Ok(job) => replies.push(job(Some(&mut self))),
+                    Err(_) => break,
+                }
+            }
+            match self.conn.execute_batch("COMMIT").map_err(db_error) {
+                Ok(()) => {
+                    self.cache.committed(&self.pending);
+                    self.published.store(self.revision, Ordering::Release);
+                    for reply in replies.drain(..) {
+                        reply(None);
+                    }
+                    self.publish();
+                }
+                Err(e) => {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    self.cache.clear();
+                    self.abandon(committed);
+                    for reply in replies.drain(..) {
+                        reply(Some(&e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets a group that did not commit: its revisions and events.
+    fn abandon(&mut self, committed: Revision) {
+        self.revision = committed;
+        self.pending.clear();
+    }
+
+    /// Sends the committed group's events to the watchers, in revision order.
+    fn publish(&mut self) {
+        if self.events.receiver_count() == 0 {
+            // Nobody watches.
+            self.pending.clear();
+            return;
+        }
+        for event in self.pending.drain(..) {
+            let _ = self.events.send(Arc::new(event));
         }
     }
 
@@ -142,8 +213,11 @@ impl Writer {
                 self.revision
             )));
         }
-        let tx = self.transaction()?;
-        if revision <= read::compacted_revision(&tx)? {
+        self.in_savepoint(|conn| Self::compact_in(conn, revision))
+    }
+
+    fn compact_in(tx: &Connection, revision: Revision) -> Result<()> {
+        if revision <= read::compacted_revision(tx)? {
             return Ok(());
         }
         tx.execute(
@@ -158,37 +232,43 @@ impl Writer {
             [revision],
         )
         .map_err(db_error)?;
-        tx.commit().map_err(db_error)
+        Ok(())
     }
 
-    /// One write of `key`: `decide` turns the key's current value and the next revision
-    /// into the write's event (or refuses), which is recorded and committed in one
-    /// transaction, then published.
+    /// One write of `key` in the open group: `decide` turns the key's current value and
+    /// the next revision into the write's event (or refuses), which is recorded in the
+    /// group's transaction and published after its commit.
     fn apply(
         &mut self,
         key: String,
         decide: impl FnOnce(String, Option<KeyValue>, Revision) -> Result<Event>,
     ) -> Result<KeyValue> {
         let revision = self.revision + 1;
-        let tx = self.transaction()?;
-        let current = read::get(&tx, &key)?;
-        let event = decide(key, current, revision)?;
-        record(&tx, &event)?;
-        tx.commit().map_err(db_error)?;
+        let event = self.in_savepoint(|conn| {
+            let current = read::get(conn, &key)?;
+            let event = decide(key, current, revision)?;
+            record(conn, &event)?;
+            Ok(event)
+        })?;
         self.revision = revision;
-        self.published.store(revision, Ordering::Release);
         let kv = event.kv.clone();
-        if self.events.receiver_count() > 0 {
-            // No receiver is fine: nobody watches.
-            let _ = self.events.send(Arc::new(event));
-        }
+        self.pending.push(event);
         Ok(kv)
     }
 
-    fn transaction(&mut self) -> Result<Transaction<'_>> {
+    /// Runs `write` in a savepoint of the open group: on error, what it wrote is undone
+    /// and the rest of the group stands.
+    fn in_savepoint<T>(&mut self, write: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_error)
+            .execute_batch("SAVEPOINT write")
+            .map_err(db_error)?;
+        let result = write(&self.conn);
+        let end = match result {
+            Ok(_) => "RELEASE write",
+            Err(_) => "ROLLBACK TO write; RELEASE write",
+        };
+        self.conn.execute_batch(end).map_err(db_error)?;
+        result
     }
 }
 
@@ -207,7 +287,7 @@ fn expect(key: String, current: Option<KeyValue>, expected: Option<Revision>) ->
 }
 
 /// Appends `event` to the log and points `current` at it (or drops the key).
-fn record(tx: &Transaction<'_>, event: &Event) -> Result<()> {
+fn record(tx: &Connection, event: &Event) -> Result<()> {
     let kv = &event.kv;
     let deleted = event.kind == EventType::Deleted;
     tx.execute(

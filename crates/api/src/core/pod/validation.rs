@@ -28,6 +28,28 @@ pub fn validate_pod(pod: &Pod) -> ErrorList {
     }
 }
 
+/// Upstream `ValidatePodCreate`'s rule for scheduling gates (KEP-3521): a pod created with
+/// gates cannot name its node (`spec.nodeName: Forbidden: cannot be set until all
+/// schedulingGates have been cleared`).
+pub fn validate_node_name_without_scheduling_gates(pod: &Pod) -> ErrorList {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    let named = spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
+    let gated = spec
+        .scheduling_gates
+        .as_ref()
+        .is_some_and(|g| !g.is_empty());
+    if named && gated {
+        vec![FieldError::forbidden(
+            &Path::new("spec").child("nodeName"),
+            "cannot be set until all schedulingGates have been cleared",
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
 /// Checks a pod spec at `path` (`spec`, or `spec.template.spec` of a workload).
 pub fn validate_pod_spec(spec: &PodSpec, path: &Path) -> ErrorList {
     let mut errors = Vec::new();
@@ -508,6 +530,27 @@ mod tests {
 
     fn messages(errors: &ErrorList) -> Vec<String> {
         errors.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn a_gated_pod_cannot_name_its_node() {
+        let gated = pod(serde_json::json!({"spec": {"nodeName": "n1",
+            "schedulingGates": [{"name": "example.com/wait"}],
+            "containers": [{"name": "c", "image": "busybox"}]}}));
+        assert_eq!(
+            messages(&validate_node_name_without_scheduling_gates(&gated)),
+            ["spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"]
+        );
+        let mut named = gated.clone();
+        if let Some(spec) = named.spec.as_mut() {
+            spec.scheduling_gates = Some(Vec::new());
+        }
+        assert!(validate_node_name_without_scheduling_gates(&named).is_empty());
+        let mut waiting = gated;
+        if let Some(spec) = waiting.spec.as_mut() {
+            spec.node_name = None;
+        }
+        assert!(validate_node_name_without_scheduling_gates(&waiting).is_empty());
     }
 
     fn valid() -> Pod {

@@ -113,10 +113,14 @@ impl Strategy for Pods {
         }
     }
 
-    /// Upstream ValidatePodCreate: also no ephemeral containers.
+    /// Upstream ValidatePodCreate: also no ephemeral containers, and no `nodeName` while
+    /// scheduling gates remain.
     fn validate(&self, pod: &Pod) -> ErrorList {
         let mut errors = validate_pod(pod);
         errors.extend(ephemeral::validate_no_ephemeral_containers_on_create(pod));
+        errors.extend(
+            skiff_api::core::pod::validation::validate_node_name_without_scheduling_gates(pod),
+        );
         errors
     }
 

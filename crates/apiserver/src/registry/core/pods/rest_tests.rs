@@ -134,6 +134,26 @@ async fn pods_and_deployments_warn_as_upstream() {
     );
 }
 
+/// Upstream ValidatePodCreate: a pod with scheduling gates cannot be created bound.
+#[tokio::test]
+async fn a_gated_pod_cannot_be_created_with_its_node() {
+    let server = Server::start().await;
+    let pod = json!({"metadata": {"name": "g"}, "spec": {"nodeName": "n1",
+        "schedulingGates": [{"name": "example.com/wait"}],
+        "containers": [{"name": "app", "image": "nginx"}]}});
+    let reply = server.send("POST", PODS, &pod).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
+    assert_eq!(
+        causes(&reply),
+        ["spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"]
+    );
+}
+
 #[tokio::test]
 async fn ephemeral_containers_are_added_through_their_subresource() {
     let server = Server::start().await;

@@ -100,6 +100,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn whole_number_resources_must_be_integers() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "status": {"capacity": {"pods": "1.5", "example.com/foo": "1500m", "cpu": "1.5",
+                                    "example.com/bar": "2"}}
+        }))
+        .unwrap_or_default();
+        let got: Vec<String> = validate_node(&node)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                r#"status.capacity[example.com/foo]: Invalid value: "1500m": must be an integer"#,
+                r#"status.capacity[pods]: Invalid value: "1500m": must be an integer"#,
+            ]
+        );
+    }
+
+    #[test]
     fn taints_and_cidrs() {
         let node: Node = serde_json::from_value(serde_json::json!({
             "spec": {"podCIDRs": ["10.244.0.0/24", "10.244.0.0"],

@@ -31,12 +31,46 @@ pub fn validate_resource_list(
                 q.0.as_str(),
                 "must be greater than or equal to 0",
             )),
+            Some(_) if is_integer_resource_name(name) && quantity::milli_value(q) % 1000 != 0 => {
+                errors.push(FieldError::invalid(
+                    &p,
+                    canonical_fraction(q),
+                    "must be an integer",
+                ));
+            }
             Some(v) => {
                 values.insert(name.clone(), v);
             }
         }
     }
     values
+}
+
+/// Resources counted in whole units (upstream `IsIntegerResourceName`): pods, the object
+/// counts of quotas, and extended resources (`example.com/gpu`).
+pub fn is_integer_resource_name(name: &str) -> bool {
+    const INTEGER: [&str; 9] = [
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    ];
+    INTEGER.contains(&name)
+        || crate::core::scheduling_predicates::fit::is_extended_resource_name(name)
+}
+
+/// A fractional quantity as upstream prints it in an error: in thousandths (`1.5` →
+/// `1500m`) when that is exact, else as written.
+fn canonical_fraction(q: &Quantity) -> String {
+    match quantity::parse(q) {
+        Some(v) if (v * 1000.0).fract() == 0.0 => format!("{}m", quantity::milli_value(q)),
+        _ => q.0.clone(),
+    }
 }
 
 /// A container's (or a pod's) requests and limits: well-formed and requests ≤ limits.

@@ -301,6 +301,12 @@ impl<'a> Store<'a> {
         self.warn(self.kind.warnings_on_create(&object)?);
         self.kind.admit_create(ctx, &mut object).await?;
         if ctx.dry_run {
+            // Upstream's dry-run storage still refuses a taken name (409 AlreadyExists).
+            let name = meta_string(&object, "name");
+            let key = self.key(namespace, &name);
+            if self.read(&key, &name).await?.is_some() {
+                return Err(self.error(StorageError::AlreadyExists(key), &name));
+            }
             return Ok(object);
         }
         for attempt in 1..=GENERATE_NAME_ATTEMPTS {

@@ -362,6 +362,9 @@ async fn dry_run_writes_nothing() {
         StatusCode::NOT_FOUND
     );
     send(&app, "POST", CMS, &config_map("b")).await;
+    let taken = send(&app, "POST", &format!("{CMS}?dryRun=All"), &config_map("b")).await;
+    assert_eq!(taken.status, StatusCode::CONFLICT, "{}", taken.body);
+    assert_eq!(taken.body["reason"], "AlreadyExists");
     let deleted = send(&app, "DELETE", &format!("{CMS}/b?dryRun=All"), "").await;
     assert_eq!(deleted.status, StatusCode::OK);
     assert_eq!(

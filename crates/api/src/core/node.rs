@@ -99,19 +99,22 @@ pub fn validate_node_update(new: &Node, old: &Node) -> ErrorList {
 mod tests {
     use super::*;
 
-    #[test]
-    fn whole_number_resources_must_be_integers() {
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "status": {"capacity": {"pods": "1.5", "example.com/foo": "1500m", "cpu": "1.5",
-                                    "example.com/bar": "2"}}
-        }))
-        .unwrap_or_default();
-        let got: Vec<String> = validate_node(&node)
+    /// The validation messages of the node in `value`.
+    fn messages(value: serde_json::Value) -> Vec<String> {
+        let node: Node = serde_json::from_value(value).unwrap_or_default();
+        validate_node(&node)
             .iter()
             .map(ToString::to_string)
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn whole_number_resources_must_be_integers() {
         assert_eq!(
-            got,
+            messages(serde_json::json!({
+                "status": {"capacity": {"pods": "1.5", "example.com/foo": "1500m", "cpu": "1.5",
+                                        "example.com/bar": "2"}}
+            })),
             [
                 r#"status.capacity[example.com/foo]: Invalid value: "1500m": must be an integer"#,
                 r#"status.capacity[pods]: Invalid value: "1500m": must be an integer"#,
@@ -121,18 +124,12 @@ mod tests {
 
     #[test]
     fn taints_and_cidrs() {
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "spec": {"podCIDRs": ["10.244.0.0/24", "10.244.0.0"],
-                     "taints": [{"key": "k", "effect": "NoSchedule"}, {"key": "k", "effect": "NoSchedule"},
-                                {"key": "", "effect": "Sometimes"}]}
-        }))
-        .unwrap_or_default();
-        let got: Vec<String> = validate_node(&node)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
         assert_eq!(
-            got,
+            messages(serde_json::json!({
+                "spec": {"podCIDRs": ["10.244.0.0/24", "10.244.0.0"],
+                         "taints": [{"key": "k", "effect": "NoSchedule"}, {"key": "k", "effect": "NoSchedule"},
+                                    {"key": "", "effect": "Sometimes"}]}
+            })),
             [
                 r#"spec.podCIDRs[1]: Invalid value: "10.244.0.0": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"#,
                 r#"spec.taints[1]: Duplicate value: "k:NoSchedule""#,
@@ -144,17 +141,11 @@ mod tests {
 
     #[test]
     fn capacities_must_be_quantities() {
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "status": {"capacity": {"cpu": "lots", "pods": "110"},
-                       "allocatable": {"memory": "-1Gi"}}
-        }))
-        .unwrap_or_default();
-        let got: Vec<String> = validate_node(&node)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
         assert_eq!(
-            got,
+            messages(serde_json::json!({
+                "status": {"capacity": {"cpu": "lots", "pods": "110"},
+                           "allocatable": {"memory": "-1Gi"}}
+            })),
             [
                 r#"status.capacity[cpu]: Invalid value: "lots": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"#,
                 r#"status.allocatable[memory]: Invalid value: "-1Gi": must be greater than or equal to 0"#,

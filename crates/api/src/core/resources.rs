@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{LimitRange, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::core::scheduling_predicates::fit::{PODS, is_extended_resource_name};
 use crate::field::{ErrorList, FieldError, Path};
 use crate::quantity;
 
@@ -50,7 +51,7 @@ pub fn validate_resource_list(
 /// counts of quotas, and extended resources (`example.com/gpu`).
 pub fn is_integer_resource_name(name: &str) -> bool {
     const INTEGER: [&str; 9] = [
-        "pods",
+        PODS,
         "services",
         "replicationcontrollers",
         "resourcequotas",
@@ -60,8 +61,7 @@ pub fn is_integer_resource_name(name: &str) -> bool {
         "services.nodeports",
         "services.loadbalancers",
     ];
-    INTEGER.contains(&name)
-        || crate::core::scheduling_predicates::fit::is_extended_resource_name(name)
+    INTEGER.contains(&name) || is_extended_resource_name(name)
 }
 
 /// A fractional quantity as upstream prints it in an error: in thousandths (`1.5` →

@@ -164,14 +164,16 @@ impl Storage for Sqlite {
                 return Ok(list);
             }
         }
-        let epoch = self.cache.epoch();
+        let epoch = whole.then(|| self.cache.epoch());
         let owned = prefix.to_string();
         let after = start_after.map(str::to_string);
         let list = self
             .readers
             .run(move |conn| read::list(conn, &owned, after.as_deref(), limit, revision))
             .await?;
-        if whole && list.remaining == 0 {
+        if let Some(epoch) = epoch
+            && list.remaining == 0
+        {
             self.cache.fill_list(epoch, prefix, &list);
         }
         Ok(list)

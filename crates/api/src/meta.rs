@@ -469,7 +469,9 @@ pub fn validate_label_selector(selector: &LabelSelector, path: &Path) -> ErrorLi
     errs
 }
 
-/// One matchExpression: In/NotIn need values, Exists/DoesNotExist forbid them.
+/// One matchExpression: In/NotIn need values, Exists/DoesNotExist forbid them; the key is
+/// a label name and each value a label value (upstream `ValidateLabelSelectorRequirement`
+/// without `AllowInvalidLabelValueInSelector`).
 pub fn validate_label_selector_requirement(
     requirement: &LabelSelectorRequirement,
     path: &Path,
@@ -493,6 +495,16 @@ pub fn validate_label_selector_requirement(
         )),
     }
     errs.extend(validate_label_name(&requirement.key, &path.child("key")));
+    let values_path = path.child("values");
+    for (i, value) in requirement.values.iter().flatten().enumerate() {
+        for msg in names::is_valid_label_value(value) {
+            errs.push(FieldError::invalid(
+                &values_path.index(i),
+                value.as_str(),
+                msg,
+            ));
+        }
+    }
     errs
 }
 

@@ -157,10 +157,15 @@ fn set_managed_fields(object: &mut Value, managed: &Managed) {
 
 fn without_managed_fields(object: &Value) -> Value {
     let mut copy = object.clone();
-    if let Some(metadata) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+    strip_managed_fields(&mut copy);
+    copy
+}
+
+/// Removes `metadata.managedFields` from `object`.
+fn strip_managed_fields(object: &mut Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         metadata.remove("managedFields");
     }
-    copy
 }
 
 impl<'a> FieldManager<'a> {
@@ -217,6 +222,42 @@ impl<'a> FieldManager<'a> {
         );
         comparison.filter(&self.reset);
         comparison
+    }
+
+    /// [`Self::compare`] without copies: the top structs missing from `old` or `new` are
+    /// added for the comparison and removed again, so both are left as they were.
+    fn compare_in_place(&self, old: &mut Value, new: &mut Value) -> Comparison {
+        let added_old = self.add_top_structs(old);
+        let added_new = self.add_top_structs(new);
+        let mut comparison = typed::compare(old, new, &self.types.root());
+        comparison.filter(&self.reset);
+        for (object, added) in [(old, added_old), (new, added_new)] {
+            if let Some(map) = object.as_object_mut() {
+                for part in added {
+                    map.remove(part);
+                }
+            }
+        }
+        comparison
+    }
+
+    /// Adds the kind's empty `spec` and `status` structs that `object` lacks; returns the
+    /// names of those it added.
+    fn add_top_structs(&self, object: &mut Value) -> Vec<&'static str> {
+        let mut added = Vec::new();
+        let Some(map) = object.as_object_mut() else {
+            return added;
+        };
+        if matches!(self.types, TypeSource::Definition { .. }) {
+            let root = self.types.root();
+            for part in ["spec", "status"] {
+                if root.declares(part) && !map.contains_key(part) {
+                    map.insert(part.into(), Value::Object(Map::new()));
+                    added.push(part);
+                }
+            }
+        }
+        added
     }
 
     fn with_top_structs(&self, object: &Value) -> Value {
@@ -285,14 +326,14 @@ impl<'a> FieldManager<'a> {
     /// SMD's `Updater.Update`), then the cap on update managers.
     fn record_update(
         &self,
-        live: &Value,
-        new: &Value,
+        live: &mut Value,
+        new: &mut Value,
         managed: &mut Managed,
         manager: &ManagerId,
         now: &str,
     ) {
         let current = current_operation();
-        let comparison = self.compare(live, new);
+        let comparison = self.compare_in_place(live, new);
         // Forced: an update never conflicts.
         let _ = self.take_ownership(&comparison, managed, &current, true);
         let owned = managed
@@ -418,8 +459,8 @@ impl<'a> FieldManager<'a> {
                 _ => live_managed(),
             }
         };
-        let live = without_managed_fields(live);
-        new = without_managed_fields(&new);
+        let mut live = without_managed_fields(live);
+        strip_managed_fields(&mut new);
         let is_create = live
             .get("metadata")
             .and_then(|m| m.get("uid"))
@@ -432,7 +473,7 @@ impl<'a> FieldManager<'a> {
                 &self.api_version,
                 &self.subresource,
             );
-            self.record_update(&live, &new, &mut managed, &id, &timestamp(now));
+            self.record_update(&mut live, &mut new, &mut managed, &id, &timestamp(now));
         }
         set_managed_fields(&mut new, &managed);
         new
@@ -546,7 +587,7 @@ impl<'a> FieldManager<'a> {
         force: bool,
         now: &str,
     ) -> Result<(Value, Managed), ApplyError> {
-        let live = without_managed_fields(live);
+        let mut live = without_managed_fields(live);
         if managed.fields.is_empty() {
             let before = ManagerId::new(
                 BEFORE_FIRST_APPLY,
@@ -554,7 +595,13 @@ impl<'a> FieldManager<'a> {
                 &self.api_version,
                 &self.subresource,
             );
-            self.record_update(&self.empty_object(), &live, &mut managed, &before, now);
+            self.record_update(
+                &mut self.empty_object(),
+                &mut live,
+                &mut managed,
+                &before,
+                now,
+            );
         }
         let id = ManagerId::new(
             manager,

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use crate::core::one_of;
+use crate::core::pod::affinity::validate_node_selector;
 use crate::core::resources::validate_resource_list;
 use crate::field::{ErrorList, FieldError, Path};
 
@@ -121,6 +122,24 @@ pub fn validate_persistent_volume(pv: &PersistentVolume) -> ErrorList {
             "",
         ));
     }
+    // Upstream `validateVolumeNodeAffinity`, and a local volume needs it.
+    match &spec.node_affinity {
+        Some(affinity) => {
+            let path = spec_path.child("nodeAffinity").child("required");
+            match &affinity.required {
+                Some(required) => validate_node_selector(&mut errors, &path, required),
+                None => errors.push(FieldError::required(
+                    &path,
+                    "must specify required node constraints",
+                )),
+            }
+        }
+        None if spec.local.is_some() => errors.push(FieldError::required(
+            &Path::new("metadata").child("annotations"),
+            "Local volume requires node affinity",
+        )),
+        None => {}
+    }
     one_of(
         &mut errors,
         &spec_path.child("persistentVolumeReclaimPolicy"),
@@ -226,6 +245,39 @@ mod tests {
             [
                 r#"spec.accessModes: Unsupported value: "Sometimes": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#,
                 "spec.resources[storage]: Required value",
+            ]
+        );
+    }
+
+    #[test]
+    fn node_affinity_is_validated_and_local_volumes_need_it() {
+        let check = |spec: serde_json::Value| -> Vec<String> {
+            let pv: PersistentVolume =
+                serde_json::from_value(serde_json::json!({ "spec": spec })).unwrap_or_default();
+            validate_persistent_volume(&pv)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let base = serde_json::json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "local": {"path": "/mnt/disk"}});
+        assert_eq!(
+            check(base.clone()),
+            ["metadata.annotations: Required value: Local volume requires node affinity"]
+        );
+        let mut empty = base.clone();
+        empty["nodeAffinity"] = serde_json::json!({});
+        assert_eq!(
+            check(empty),
+            ["spec.nodeAffinity.required: Required value: must specify required node constraints"]
+        );
+        let mut bad = base;
+        bad["nodeAffinity"] = serde_json::json!({"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In"}]}]}});
+        assert_eq!(
+            check(bad),
+            [
+                "spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
             ]
         );
     }

@@ -3,6 +3,7 @@
 //! ephemeral containers, in-place resize and warnings (`pkg/api/pod/warnings.go`), and
 //! effective requests and limits (`k8s.io/component-helpers/resource`).
 
+pub mod affinity;
 pub mod defaults;
 pub mod ephemeral;
 mod probe;

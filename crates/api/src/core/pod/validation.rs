@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, Toleration};
 use serde_json::Value;
 
+use super::affinity;
 use super::probe::validate_probes;
 use super::volumes::{validate_volume_mounts, validate_volumes};
 use crate::core::resources::validate_resource_requirements;
@@ -154,6 +155,19 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &Path) -> ErrorList {
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
         validate_toleration(&mut errors, &tolerations_path.index(i), t);
     }
+    if let Some(selector) = &spec.node_selector {
+        affinity::validate_node_selector_labels(&mut errors, &path.child("nodeSelector"), selector);
+    }
+    if let Some(a) = &spec.affinity {
+        affinity::validate_affinity(&mut errors, &path.child("affinity"), a);
+    }
+    affinity::validate_topology_spread_constraints(
+        &mut errors,
+        &path.child("topologySpreadConstraints"),
+        spec.topology_spread_constraints
+            .as_deref()
+            .unwrap_or_default(),
+    );
     errors
 }
 
@@ -572,6 +586,10 @@ mod tests {
             "spec": {
                 "restartPolicy": "Sometimes",
                 "activeDeadlineSeconds": 0,
+                "nodeSelector": {"zone": "a b"},
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": ""}]}},
+                "topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
                 "initContainers": [{"name": "c", "image": "x", "livenessProbe": {"exec": {"command": ["x"]}}}],
                 "containers": [
                     {"name": "c", "image": "", "ports": [{"containerPort": 70000, "protocol": "TCP"}]},
@@ -593,6 +611,9 @@ mod tests {
             r#"spec.containers[1].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1"#,
             r#"spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "Never", "OnFailure""#,
             "spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 2147483647, inclusive",
+            r#"spec.nodeSelector: Invalid value: "a b": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"#,
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty",
+            "spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero",
         ] {
             assert!(
                 got.contains(&expected.to_owned()),

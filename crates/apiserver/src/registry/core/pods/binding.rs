@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Binding, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::Deserialize;
 use serde_json::Value;
 use skiff_api::field::{FieldError, Path};
 
@@ -62,7 +63,7 @@ pub(crate) async fn bind(
     let annotations = binding.metadata.annotations.clone().unwrap_or_default();
     let uid = binding.metadata.uid.clone().filter(|u| !u.is_empty());
     let mut assign = |value: &mut Value| -> Result<(), ApiError> {
-        let mut pod: Pod = serde_json::from_value(value.clone()).map_err(ApiError::internal)?;
+        let mut pod = Pod::deserialize(&*value).map_err(ApiError::internal)?;
         // Upstream's assignPod updates with the Binding's UID as precondition: a pod
         // deleted and created again under the same name is not bound by a stale decision.
         if let Some(uid) = uid.as_deref() {

@@ -135,7 +135,7 @@ pub fn validate_persistent_volume(pv: &PersistentVolume) -> ErrorList {
             }
         }
         None if spec.local.is_some() => errors.push(FieldError::required(
-            &Path::new("metadata").child("annotations"),
+            &spec_path.child("nodeAffinity"),
             "Local volume requires node affinity",
         )),
         None => {}
@@ -263,7 +263,7 @@ mod tests {
             "local": {"path": "/mnt/disk"}});
         assert_eq!(
             check(base.clone()),
-            ["metadata.annotations: Required value: Local volume requires node affinity"]
+            ["spec.nodeAffinity: Required value: Local volume requires node affinity"]
         );
         let mut empty = base.clone();
         empty["nodeAffinity"] = serde_json::json!({});

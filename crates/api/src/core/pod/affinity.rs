@@ -112,7 +112,8 @@ fn validate_node_selector_term(errors: &mut ErrorList, path: &Path, term: &NodeS
 }
 
 /// Upstream `ValidateNodeSelectorRequirement`: In/NotIn need values, Exists/DoesNotExist
-/// forbid them, Gt/Lt take exactly one; the key is a label name.
+/// forbid them, Gt/Lt take exactly one; the key is a label name and the values label
+/// values.
 fn validate_node_selector_requirement(
     errors: &mut ErrorList,
     path: &Path,
@@ -140,6 +141,16 @@ fn validate_node_selector_requirement(
         )),
     }
     errors.extend(validate_label_name(&requirement.key, &path.child("key")));
+    // Since 1.33 (kubernetes#128212) the values must be label values.
+    let values_path = path.child("values");
+    for (i, value) in values.iter().enumerate() {
+        invalid_each(
+            errors,
+            &values_path.index(i),
+            value.as_str(),
+            names::is_valid_label_value(value),
+        );
+    }
 }
 
 /// Upstream `ValidateNodeFieldSelectorRequirement`: only `metadata.name`, with In or NotIn
@@ -243,20 +254,53 @@ fn validate_pod_affinity_term(errors: &mut ErrorList, path: &Path, term: &PodAff
             names::name_is_dns_label(name, false),
         );
     }
-    for (field, keys) in [
-        ("matchLabelKeys", &term.match_label_keys),
-        ("mismatchLabelKeys", &term.mismatch_label_keys),
-    ] {
-        let keys_path = path.child(field);
-        for (i, key) in keys.iter().flatten().enumerate() {
-            errors.extend(validate_label_name(key, &keys_path.index(i)));
-        }
-    }
+    validate_match_label_keys_and_mismatch_label_keys(errors, path, term);
     let key_path = path.child("topologyKey");
     if term.topology_key.is_empty() {
         errors.push(FieldError::required(&key_path, "can not be empty"));
     }
     errors.extend(validate_label_name(&term.topology_key, &key_path));
+}
+
+/// Upstream `validateMatchLabelKeysAndMismatchLabelKeys` (KEP-3633): either list needs a
+/// labelSelector and holds label names, and no key is in both.
+fn validate_match_label_keys_and_mismatch_label_keys(
+    errors: &mut ErrorList,
+    path: &Path,
+    term: &PodAffinityTerm,
+) {
+    let match_keys = term.match_label_keys.as_deref().unwrap_or_default();
+    let mismatch_keys = term.mismatch_label_keys.as_deref().unwrap_or_default();
+    for (field, keys) in [
+        ("matchLabelKeys", match_keys),
+        ("mismatchLabelKeys", mismatch_keys),
+    ] {
+        if keys.is_empty() {
+            continue;
+        }
+        let keys_path = path.child(field);
+        if term.label_selector.is_none() {
+            errors.push(FieldError::forbidden(
+                &keys_path,
+                "must not be specified when labelSelector is not set",
+            ));
+            continue;
+        }
+        for (i, key) in keys.iter().enumerate() {
+            errors.extend(validate_label_name(key, &keys_path.index(i)));
+        }
+    }
+    let mismatched: HashSet<&str> = mismatch_keys.iter().map(String::as_str).collect();
+    let keys_path = path.child("matchLabelKeys");
+    for (i, key) in match_keys.iter().enumerate() {
+        if mismatched.contains(key.as_str()) {
+            errors.push(FieldError::invalid(
+                &keys_path.index(i),
+                key.as_str(),
+                "exists in both matchLabelKeys and mismatchLabelKeys",
+            ));
+        }
+    }
 }
 
 /// Upstream `validateTopologySpreadConstraints`: maxSkew and minDomains positive, a
@@ -268,7 +312,6 @@ pub fn validate_topology_spread_constraints(
     path: &Path,
     constraints: &[TopologySpreadConstraint],
 ) {
-    let mut seen = HashSet::new();
     for (i, constraint) in constraints.iter().enumerate() {
         let path = path.index(i);
         if constraint.max_skew <= 0 {
@@ -292,7 +335,13 @@ pub fn validate_topology_spread_constraints(
             &["DoNotSchedule", "ScheduleAnyway"],
             false,
         );
-        if !seen.insert((constraint.topology_key.as_str(), action)) {
+        // Upstream `ValidateSpreadConstraintNotRepeat` compares with the later
+        // constraints, so the earlier of two equal ones is reported.
+        let repeated = constraints[i + 1..].iter().any(|later| {
+            later.topology_key == constraint.topology_key
+                && later.when_unsatisfiable == constraint.when_unsatisfiable
+        });
+        if repeated {
             errors.push(FieldError::duplicate(
                 &path.child("{topologyKey, whenUnsatisfiable}"),
                 format!("{{{}, {action}}}", constraint.topology_key),
@@ -451,14 +500,16 @@ mod tests {
                          "matchFields": [{"key": "spec.nodeName", "operator": "In", "values": ["n"]}]}
                     ]},
                     "preferredDuringSchedulingIgnoredDuringExecution": [
-                        {"weight": 0, "preference": {}}
+                        {"weight": 0, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a b"]}]}}
                     ]
                 },
                 "podAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
                         {"labelSelector": {"matchExpressions": [
                             {"key": "bad key!", "operator": "Exists", "values": ["x"]}]},
-                         "topologyKey": ""}
+                         "topologyKey": ""},
+                        {"topologyKey": "zone", "mismatchLabelKeys": ["tier"]},
+                        {"topologyKey": "zone", "labelSelector": {}, "matchLabelKeys": ["tier"], "mismatchLabelKeys": ["tier"]}
                     ]
                 }
             }
@@ -483,6 +534,15 @@ mod tests {
             ),
             format!(
                 "{term}.labelSelector.matchExpressions[0].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+            ),
+            format!(
+                "{node}.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].values[0]: Invalid value: \"a b\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+            ),
+            format!(
+                "{aff}.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[1].mismatchLabelKeys: Forbidden: must not be specified when labelSelector is not set"
+            ),
+            format!(
+                "{aff}.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[2].matchLabelKeys[0]: Invalid value: \"tier\": exists in both matchLabelKeys and mismatchLabelKeys"
             ),
         ];
         for e in &expected {
@@ -548,7 +608,7 @@ mod tests {
                 "{c}[1].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"
             ),
             format!(
-                "{c}[2].{{topologyKey, whenUnsatisfiable}}: Duplicate value: \"{{zone, ScheduleAnyway}}\""
+                "{c}[1].{{topologyKey, whenUnsatisfiable}}: Duplicate value: \"{{zone, ScheduleAnyway}}\""
             ),
             format!(
                 "{c}[2].matchLabelKeys[0]: Invalid value: \"app\": exists in both matchLabelKeys and labelSelector"

@@ -218,7 +218,16 @@ pub async fn leader_election_fails_over() {
         gap.as_secs_f64() >= 4.0,
         "taken {gap:#} after the last renewal, before the 4 s lease expired"
     );
-    assert!(leads(follower));
+    // The follower writes the Lease before it marks itself leader: the watch can see the
+    // new holder a moment before the metric does.
+    let deadline = Instant::now() + WAIT;
+    while !leads(follower) {
+        assert!(
+            Instant::now() < deadline,
+            "the follower holds the Lease but never reported leading"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // The new leader binds new pods.
     let pod = cpu_pod("second", "100m");
     c.pod(pod).await;

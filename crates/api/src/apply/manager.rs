@@ -201,32 +201,15 @@ impl<'a> FieldManager<'a> {
         object.insert("apiVersion".into(), self.api_version.clone().into());
         object.insert("kind".into(), self.kind.clone().into());
         object.insert("metadata".into(), Value::Object(Map::new()));
-        if matches!(self.types, TypeSource::Definition { .. }) {
-            let root = self.types.root();
-            for part in ["spec", "status"] {
-                if root.declares(part) {
-                    object.insert(part.into(), Value::Object(Map::new()));
-                }
-            }
-        }
-        Value::Object(object)
+        let mut object = Value::Object(object);
+        self.add_top_structs(&mut object);
+        object
     }
 
     /// Compares as upstream compares Go objects: the `spec` and `status` structs of
-    /// built-in kinds are there even when empty.
-    fn compare(&self, old: &Value, new: &Value) -> Comparison {
-        let mut comparison = typed::compare(
-            &self.with_top_structs(old),
-            &self.with_top_structs(new),
-            &self.types.root(),
-        );
-        comparison.filter(&self.reset);
-        comparison
-    }
-
-    /// [`Self::compare`] without copies: the top structs missing from `old` or `new` are
-    /// added for the comparison and removed again, so both are left as they were.
-    fn compare_in_place(&self, old: &mut Value, new: &mut Value) -> Comparison {
+    /// built-in kinds are there even when empty. They are added to `old` and `new` for the
+    /// comparison and removed again, so both are left as they were (no copies).
+    fn compare(&self, old: &mut Value, new: &mut Value) -> Comparison {
         let added_old = self.add_top_structs(old);
         let added_new = self.add_top_structs(new);
         let mut comparison = typed::compare(old, new, &self.types.root());
@@ -258,19 +241,6 @@ impl<'a> FieldManager<'a> {
             }
         }
         added
-    }
-
-    fn with_top_structs(&self, object: &Value) -> Value {
-        let mut object = object.clone();
-        let empty = self.empty_object();
-        if let (Some(map), Some(empty)) = (object.as_object_mut(), empty.as_object()) {
-            for part in ["spec", "status"] {
-                if let Some(value) = empty.get(part) {
-                    map.entry(part).or_insert_with(|| value.clone());
-                }
-            }
-        }
-        object
     }
 
     /// SMD's `Updater.update`: other managers lose the fields that changed (they would
@@ -333,7 +303,7 @@ impl<'a> FieldManager<'a> {
         now: &str,
     ) {
         let current = current_operation();
-        let comparison = self.compare_in_place(live, new);
+        let comparison = self.compare(live, new);
         // Forced: an update never conflicts.
         let _ = self.take_ownership(&comparison, managed, &current, true);
         let owned = managed
@@ -654,11 +624,11 @@ impl<'a> FieldManager<'a> {
                 applied: true,
             },
         );
-        let merged = match last.filter(|l| !l.is_empty()) {
+        let mut merged = match last.filter(|l| !l.is_empty()) {
             Some(last) => self.prune(&merged, managed, &last),
             None => merged,
         };
-        let comparison = self.compare(live, &merged);
+        let comparison = self.compare(&mut live.clone(), &mut merged);
         self.take_ownership(&comparison, managed, id, force)
             .map_err(ApplyError::Conflicts)?;
         Ok((merged != *live).then_some(merged))

@@ -47,40 +47,49 @@ pub fn validate_affinity(errors: &mut ErrorList, path: &Path, affinity: &Affinit
             );
         }
     }
-    let pod_terms = [
-        (
-            "podAffinity",
-            affinity.pod_affinity.as_ref().map(|a| {
-                (
-                    &a.required_during_scheduling_ignored_during_execution,
-                    &a.preferred_during_scheduling_ignored_during_execution,
-                )
-            }),
-        ),
-        (
-            "podAntiAffinity",
-            affinity.pod_anti_affinity.as_ref().map(|a| {
-                (
-                    &a.required_during_scheduling_ignored_during_execution,
-                    &a.preferred_during_scheduling_ignored_during_execution,
-                )
-            }),
-        ),
-    ];
-    for (field, terms) in pod_terms {
-        let Some((required, preferred)) = terms else {
-            continue;
-        };
+    for (field, required, preferred) in pod_affinity_terms(affinity) {
         let path = path.child(field);
         let required_path = path.child("requiredDuringSchedulingIgnoredDuringExecution");
-        for (i, term) in required.iter().flatten().enumerate() {
+        for (i, term) in required.iter().enumerate() {
             validate_pod_affinity_term(errors, &required_path.index(i), term);
         }
         let preferred_path = path.child("preferredDuringSchedulingIgnoredDuringExecution");
-        for (i, term) in preferred.iter().flatten().enumerate() {
+        for (i, term) in preferred.iter().enumerate() {
             validate_weighted_pod_affinity_term(errors, &preferred_path.index(i), term);
         }
     }
+}
+
+/// The pod affinity and pod anti-affinity that `affinity` sets, each as its field name
+/// (`podAffinity`, `podAntiAffinity`) with its required and preferred terms (an absent
+/// list as empty). Validation and warnings walk both the same way.
+pub(crate) fn pod_affinity_terms(
+    affinity: &Affinity,
+) -> impl Iterator<Item = (&'static str, &[PodAffinityTerm], &[WeightedPodAffinityTerm])> {
+    let affinity_terms = affinity.pod_affinity.as_ref().map(|a| {
+        (
+            "podAffinity",
+            &a.required_during_scheduling_ignored_during_execution,
+            &a.preferred_during_scheduling_ignored_during_execution,
+        )
+    });
+    let anti_affinity_terms = affinity.pod_anti_affinity.as_ref().map(|a| {
+        (
+            "podAntiAffinity",
+            &a.required_during_scheduling_ignored_during_execution,
+            &a.preferred_during_scheduling_ignored_during_execution,
+        )
+    });
+    affinity_terms
+        .into_iter()
+        .chain(anti_affinity_terms)
+        .map(|(field, required, preferred)| {
+            (
+                field,
+                required.as_deref().unwrap_or_default(),
+                preferred.as_deref().unwrap_or_default(),
+            )
+        })
 }
 
 /// Upstream `ValidateNodeSelector`: at least one term, each term valid. Also used by a

@@ -480,38 +480,16 @@ fn pod_spec_and_meta(root: Option<&Path>, spec: &PodSpec, meta: &ObjectMeta) -> 
 
     if let Some(affinity) = &spec.affinity {
         let affinity_path = spec_path.child("affinity");
-        for (name, terms) in [
-            (
-                "podAffinity",
-                affinity.pod_affinity.as_ref().map(|a| {
-                    (
-                        &a.required_during_scheduling_ignored_during_execution,
-                        &a.preferred_during_scheduling_ignored_during_execution,
-                    )
-                }),
-            ),
-            (
-                "podAntiAffinity",
-                affinity.pod_anti_affinity.as_ref().map(|a| {
-                    (
-                        &a.required_during_scheduling_ignored_during_execution,
-                        &a.preferred_during_scheduling_ignored_during_execution,
-                    )
-                }),
-            ),
-        ] {
-            let Some((required, preferred)) = terms else {
-                continue;
-            };
+        for (name, required, preferred) in super::affinity::pod_affinity_terms(affinity) {
             let path = affinity_path.child(name);
             affinity_terms(
                 &mut warnings,
-                required.as_deref().unwrap_or_default(),
+                required,
                 &path.child("requiredDuringSchedulingIgnoredDuringExecution"),
             );
             weighted_affinity_terms(
                 &mut warnings,
-                preferred.as_deref().unwrap_or_default(),
+                preferred,
                 &path.child("preferredDuringSchedulingIgnoredDuringExecution"),
             );
         }

@@ -68,6 +68,12 @@ impl Observer for MetricsObserver {
     fn pending(&self, active: usize, backoff: usize, unschedulable: usize, gated: usize) {
         self.0.set_pending(active, backoff, unschedulable, gated);
     }
+    fn preemption_attempt(&self) {
+        self.0.inc_preemption_attempts();
+    }
+    fn preemption_victims(&self, victims: usize) {
+        self.0.observe_preemption_victims(victims);
+    }
 }
 
 fn duration_or(flag: Option<Duration>, file: &config::GoDuration) -> Duration {

@@ -37,6 +37,12 @@ pub trait Observer: Send + Sync {
     fn attempt(&self, result: &str, profile: &str, duration: Duration);
     /// The queue's sizes changed.
     fn pending(&self, active: usize, backoff: usize, unschedulable: usize, gated: usize);
+    /// DefaultPreemption's PostFilter ran for a pod (upstream
+    /// `scheduler_preemption_attempts_total`).
+    fn preemption_attempt(&self) {}
+    /// A preemption chose a node whose eviction takes `victims` pods (upstream
+    /// `scheduler_preemption_victims`).
+    fn preemption_victims(&self, _victims: usize) {}
 }
 
 /// An observer that records nothing.
@@ -137,7 +143,8 @@ impl Scheduler {
                 Arc::clone(&listers),
                 Arc::clone(&nominator) as Arc<dyn Nominator>,
                 (opts.recorder)(&spec.scheduler_name),
-            );
+            )
+            .with_observer(Arc::clone(&opts.observer));
             let fwk = Framework::new(spec, &opts.registry, handle)?;
             if profiles.insert(spec.scheduler_name.clone(), fwk).is_some() {
                 return Err(Error::Config(format!(

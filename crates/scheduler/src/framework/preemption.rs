@@ -224,6 +224,9 @@ impl Evaluator<'_> {
             victims = best.victims.pods.len(),
             "the target node for the preemption is determined"
         );
+        self.handle
+            .observer
+            .preemption_victims(best.victims.pods.len());
 
         // 4) Evict the victims.
         let s = self.prepare_candidate(best, pod).await;

@@ -16,6 +16,7 @@ use super::types::{MAX_NODE_SCORE, MIN_NODE_SCORE, NodeInfo, NodeScore, PodInfo,
 use crate::backend::queue::QueuedPodInfo;
 use crate::error::Error;
 use crate::informers::Listers;
+use crate::scheduler::{NoObserver, Observer};
 
 /// The cycle-state key under which the framework keeps [`NumAllNodes`] before PreScore.
 pub const NUM_ALL_NODES_KEY: &str = "framework/NumAllNodes";
@@ -136,6 +137,8 @@ pub struct Handle {
     pub nominator: Arc<dyn Nominator>,
     /// The event recorder.
     pub recorder: Arc<dyn Recorder>,
+    /// Where plugins report metrics (DefaultPreemption's attempts and victims).
+    pub observer: Arc<dyn Observer>,
     framework: OnceLock<Weak<Framework>>,
 }
 
@@ -152,8 +155,16 @@ impl Handle {
             listers,
             nominator,
             recorder,
+            observer: Arc::new(NoObserver),
             framework: OnceLock::new(),
         }
+    }
+
+    /// This handle reporting its plugins' metrics to `observer` (a new handle reports
+    /// nowhere).
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = observer;
+        self
     }
 
     /// The framework this handle belongs to (None before it is built or after it is

@@ -64,6 +64,18 @@ pub async fn preemption_respects_pdbs() {
         Some("b"),
         "the preemptor was nominated to b"
     );
+    // Upstream's preemption metrics: attempts counted, one victim per chosen node.
+    let (_, metrics) = c.sched.get("/metrics").expect("GET /metrics");
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing from /metrics:\n{metrics}"))
+    };
+    assert!(value("scheduler_preemption_attempts_total") >= 1.0);
+    let victims = value("scheduler_preemption_victims_count");
+    assert!(victims >= 1.0, "no preemption observed");
+    assert_eq!(value("scheduler_preemption_victims_sum"), victims);
 }
 
 /// VolumeBinding: a WaitForFirstConsumer claim is matched with the local volume of the

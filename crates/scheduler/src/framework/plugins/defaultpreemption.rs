@@ -207,6 +207,8 @@ impl PostFilterPlugin for DefaultPreemption {
         snapshot: &Snapshot,
         filtered: &NodeToStatus,
     ) -> (Option<PostFilterResult>, Status) {
+        // Upstream counts every run of this PostFilter as an attempt.
+        self.handle.observer.preemption_attempt();
         let evaluator = Evaluator {
             plugin_name: NAME,
             handle: &self.handle,

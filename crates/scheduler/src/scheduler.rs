@@ -8,11 +8,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::api_dispatcher::{StatusPatch, StatusPatches};
 use crate::backend::cache::{CLEAN_ASSUMED_PERIOD, Cache};
 use crate::backend::queue::{QueueOptions, QueuedPodInfo, SchedulingQueue, events};
 use crate::error::Error;
@@ -125,6 +123,7 @@ pub struct Scheduler {
     pub listers: Arc<Listers>,
     pods: Arc<Store<Pod>>,
     client: kube::Client,
+    status_patches: Arc<StatusPatches>,
     percentage_of_nodes_to_score: i32,
     observer: Arc<dyn Observer>,
 }
@@ -185,6 +184,7 @@ impl Scheduler {
             profiles,
             listers,
             pods: Arc::new(Store::default()),
+            status_patches: StatusPatches::new(client.clone()),
             client,
             percentage_of_nodes_to_score: opts.percentage_of_nodes_to_score,
             observer: opts.observer,
@@ -491,13 +491,11 @@ impl Scheduler {
             "Scheduling",
             &note,
         );
-        let client = self.client.clone();
-        tokio::spawn(async move {
-            if let Err(e) =
-                update_pod_status(&client, &current, reason, &message, &nominating).await
-            {
-                tracing::warn!(pod = %pod_key(&current), error = %e, "updating the pod's PodScheduled condition");
-            }
+        self.status_patches.send(StatusPatch {
+            pod: current,
+            reason,
+            message,
+            nominating,
         });
     }
 }
@@ -529,61 +527,6 @@ fn truncate(s: &str, limit: usize) -> String {
         end -= 1;
     }
     format!("{}...", &s[..end])
-}
-
-/// Patches the pod's `PodScheduled=False` condition and nominated node when they change
-/// (upstream `updatePod`): `lastTransitionTime` moves only when the status changes.
-async fn update_pod_status(
-    client: &kube::Client,
-    pod: &Pod,
-    reason: &str,
-    message: &str,
-    nominating: &Nominating,
-) -> Result<(), kube::Error> {
-    let status = pod.status.clone().unwrap_or_default();
-    let existing = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "PodScheduled");
-    let unchanged = existing.is_some_and(|c| {
-        c.status == "False"
-            && c.reason.as_deref() == Some(reason)
-            && c.message.as_deref() == Some(message)
-    });
-    let nominated_now = status.nominated_node_name.clone().filter(|n| !n.is_empty());
-    let nnn_update = match nominating {
-        Nominating::Keep => None,
-        Nominating::Set(n) if *n == nominated_now => None,
-        Nominating::Set(n) => Some(n.clone()),
-    };
-    if unchanged && nnn_update.is_none() {
-        return Ok(());
-    }
-    let transition = match existing {
-        Some(c) if c.status == "False" => c.last_transition_time.clone(),
-        _ => None,
-    }
-    .unwrap_or_else(|| Time(k8s_openapi::jiff::Timestamp::now()));
-    let mut patch = json!({"status": {"conditions": [{
-        "type": "PodScheduled",
-        "status": "False",
-        "reason": reason,
-        "message": message,
-        "lastProbeTime": null,
-        "lastTransitionTime": transition,
-    }]}});
-    if let Some(n) = nnn_update {
-        patch["status"]["nominatedNodeName"] = json!(n);
-    }
-    let pods: Api<Pod> = Api::namespaced(
-        client.clone(),
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-    );
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
-        .await
-        .map(drop)
 }
 
 #[cfg(test)]

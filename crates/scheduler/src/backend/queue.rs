@@ -5,7 +5,8 @@
 //! - activeQ, a heap ordered by the profile's QueueSort: the pods [`SchedulingQueue::pop`]
 //!   hands to the scheduling cycle;
 //! - backoffQ, ordered by the end of each pod's backoff (1 s doubled per attempt up to
-//!   10 s by default): pods that failed and wait before their next try;
+//!   10 s by default): pods that failed and wait before their next try, those a plugin
+//!   rejected apart from those that failed with an error;
 //! - the unschedulable pool: pods rejected by plugins, waiting for a cluster event whose
 //!   QueueingHint says it may help, and pods gated by a PreEnqueue plugin (scheduling
 //!   gates).
@@ -15,7 +16,8 @@
 //! was in flight may help it (see [`QueueOptions::queueing_hints`]; without hints, any
 //! move request during its cycle sends it to backoffQ: upstream's `moveRequestCycle`,
 //! tracked either way); `SchedulerPopFromBackoffQ` lets [`SchedulingQueue::pop`] take the
-//! head of backoffQ when activeQ is empty (see [`QueueOptions::pop_from_backoff_q`]).
+//! head of backoffQ when activeQ is empty, never a pod that failed with an error (see
+//! [`QueueOptions::pop_from_backoff_q`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -168,7 +170,8 @@ pub struct QueueOptions {
     /// it back.
     pub pod_max_in_unschedulable_pods_duration: Duration,
     /// `SchedulerPopFromBackoffQ` (on by default in 1.33): pop takes the head of backoffQ
-    /// when activeQ is empty, and PreEnqueue runs when a pod enters backoffQ.
+    /// when activeQ is empty, and PreEnqueue runs when a pod enters backoffQ. A pod that
+    /// failed with an error (no plugin rejected it) still serves its whole backoff.
     pub pop_from_backoff_q: bool,
     /// `SchedulerQueueingHints` (on by default since 1.32): a failed pod is checked
     /// against the events received while it was in flight; off, any move request during
@@ -370,6 +373,81 @@ impl Keyed for BackoffEntry {
     }
 }
 
+/// backoffQ (upstream `backoffQueue`): two heaps seen as one. A pod some plugin rejected
+/// waits in `pods`, ordered by backoff window then QueueSort; a pod that failed with an
+/// error (no plugin rejected it, e.g. no nodes yet) waits in `errors`, ordered by the end
+/// of its backoff. Pop-from-backoffQ takes only from `pods`: an error pod always serves
+/// its backoff (upstream `podErrorBackoffQ`, KEP-5142).
+#[derive(Default)]
+struct BackoffQueue {
+    pods: KeyedHeap<BackoffEntry>,
+    errors: KeyedHeap<BackoffEntry>,
+}
+
+/// The order of the error heap: the end of the backoff alone.
+fn expiry_less(a: &BackoffEntry, b: &BackoffEntry) -> bool {
+    a.expiry < b.expiry
+}
+
+impl BackoffQueue {
+    fn len(&self) -> usize {
+        self.pods.len() + self.errors.len()
+    }
+
+    fn contains(&self, uid: &str) -> bool {
+        self.pods.contains(uid) || self.errors.contains(uid)
+    }
+
+    fn get(&self, uid: &str) -> Option<&BackoffEntry> {
+        self.pods.get(uid).or_else(|| self.errors.get(uid))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &BackoffEntry> {
+        self.pods.iter().chain(self.errors.iter())
+    }
+
+    /// Adds or replaces the entry in the heap its pod belongs to (upstream
+    /// `backoffQueue.add`): `errors` when no plugin rejected it.
+    fn add(&mut self, e: BackoffEntry, less: Less<'_, BackoffEntry>) {
+        let uid = e.qpi.uid().to_owned();
+        if e.qpi.unschedulable_plugins.is_empty() && e.qpi.pending_plugins.is_empty() {
+            self.pods.remove(&uid, less);
+            self.errors.add_or_update(e, &expiry_less);
+        } else {
+            self.errors.remove(&uid, &expiry_less);
+            self.pods.add_or_update(e, less);
+        }
+    }
+
+    fn remove(&mut self, uid: &str, less: Less<'_, BackoffEntry>) -> Option<BackoffEntry> {
+        self.pods
+            .remove(uid, less)
+            .or_else(|| self.errors.remove(uid, &expiry_less))
+    }
+
+    /// The head of `pods`, whatever its backoff (upstream `popBackoff`); error pods are
+    /// never taken here.
+    fn pop_backoff(&mut self, less: Less<'_, BackoffEntry>) -> Option<BackoffEntry> {
+        self.pods.pop(less)
+    }
+
+    /// Pops every pod of both heaps whose backoff ended by `now` (upstream
+    /// `popAllBackoffCompleted`).
+    fn pop_completed(&mut self, now: Instant, less: Less<'_, BackoffEntry>) -> Vec<BackoffEntry> {
+        let mut done = Vec::new();
+        for (heap, less) in [
+            (&mut self.pods, less),
+            (&mut self.errors, &expiry_less as Less<'_, BackoffEntry>),
+        ] {
+            while heap.peek().is_some_and(|head| head.expiry <= now) {
+                let Some(e) = heap.pop(less) else { break };
+                done.push(e);
+            }
+        }
+        done
+    }
+}
+
 /// One registration of the hint map: a plugin, an event it cares about, its hint.
 struct Registration {
     /// The profile (`schedulerName`) whose pods it applies to; None: every pod.
@@ -553,7 +631,7 @@ impl InFlight {
 #[derive(Default)]
 struct Inner {
     active: KeyedHeap<QueuedPodInfo>,
-    backoff: KeyedHeap<BackoffEntry>,
+    backoff: BackoffQueue,
     unschedulable: HashMap<String, QueuedPodInfo>,
     in_flight: InFlight,
     scheduling_cycle: i64,
@@ -841,7 +919,7 @@ impl SchedulingQueue {
         let window = expiry.saturating_duration_since(self.epoch).as_nanos()
             / BACKOFF_ORDERING_WINDOW.as_nanos();
         tracing::trace!(pod = %qpi.pod_info.key(), event, "pod moved to backoffQ");
-        inner.backoff.add_or_update(
+        inner.backoff.add(
             BackoffEntry {
                 qpi,
                 expiry,
@@ -888,7 +966,9 @@ impl SchedulingQueue {
         }
         let mut qpi = match inner.active.pop(&self.active_less()) {
             Some(q) => q,
-            None if self.opts.pop_from_backoff_q => inner.backoff.pop(&self.backoff_less())?.qpi,
+            None if self.opts.pop_from_backoff_q => {
+                inner.backoff.pop_backoff(&self.backoff_less())?.qpi
+            }
             None => return None,
         };
         qpi.attempts += 1;
@@ -999,13 +1079,7 @@ impl SchedulingQueue {
         let now = self.now();
         let mut inner = self.lock();
         let mut moved = 0;
-        while let Some(head) = inner.backoff.peek() {
-            if head.expiry > now {
-                break;
-            }
-            let Some(e) = inner.backoff.pop(&self.backoff_less()) else {
-                break;
-            };
+        for e in inner.backoff.pop_completed(now, &self.backoff_less()) {
             if self.move_to_active(&mut inner, e.qpi, BACKOFF_COMPLETE, true) {
                 moved += 1;
             }
@@ -1384,7 +1458,7 @@ impl SchedulingQueue {
         if let Some(e) = inner.backoff.get(&uid) {
             let mut e = e.clone();
             e.qpi.pod_info = Arc::clone(&new_info);
-            inner.backoff.add_or_update(e, &self.backoff_less());
+            inner.backoff.add(e, &self.backoff_less());
             inner.nominator.update(old, new_info);
             return;
         }
@@ -1833,12 +1907,32 @@ mod tests {
 
     #[tokio::test]
     async fn pop_takes_backoff_head_when_active_is_empty() {
-        let (q, _) = queue();
-        fail(&q, pod("a", 0), &[]).await;
+        let (q, clock) = queue();
+        fail(&q, pod("a", 0), &["NodeAffinity"]).await;
+        assert_eq!(place(&q, "a"), Some("unschedulable"));
+        // An event for every pod moves it to backoffQ, where pop still finds it.
+        q.move_all_to_active_or_backoff_queue(
+            events::UNSCHEDULABLE_TIMEOUT,
+            EventObject::None,
+            EventObject::None,
+        );
         assert_eq!(place(&q, "a"), Some("backoff"));
         let p = q.pop().await.expect("from backoffQ");
         assert_eq!(p.pod_info.key(), "default/a");
         assert_eq!(p.attempts, 2);
+        // A pod that failed with an error is never popped before its backoff ends, the
+        // way upstream keeps it in podErrorBackoffQ: no retry storm while, say, no
+        // Node is known yet.
+        q.done("uid-a");
+        fail(&q, pod("e", 0), &[]).await;
+        assert_eq!(place(&q, "e"), Some("backoff"));
+        assert!(q.try_pop().is_none(), "error pod popped during its backoff");
+        clock.advance(Duration::from_millis(999));
+        assert_eq!(q.flush_backoff_completed(), 0);
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(q.flush_backoff_completed(), 1);
+        let p = q.pop().await.expect("after its backoff");
+        assert_eq!(p.pod_info.key(), "default/e");
     }
 
     #[tokio::test]

@@ -1,8 +1,13 @@
 //! What Skiff's components share as clients of an API server (client-go's role): a
 //! `kube::Client` built from a kubeconfig ([`from_kubeconfig`]) with client-go's
-//! client-side rate limit ([`flowcontrol`]).
+//! client-side rate limit ([`flowcontrol`]), informers with their caches ([`cache`]),
+//! the events.k8s.io recorder ([`events`]) and leader election on a Lease
+//! ([`leaderelection`]).
 
+pub mod cache;
+pub mod events;
 pub mod flowcontrol;
+pub mod leaderelection;
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +32,10 @@ pub enum Error {
         /// Why.
         source: kube::config::KubeconfigError,
     },
+    /// The leader election configuration is invalid, or the identity cannot be made
+    /// (client-go `NewLeaderElector`'s messages).
+    #[error("{0}")]
+    LeaderElection(String),
     /// The client could not be built from the configuration (TLS settings).
     #[error("building a client from {path}: {source}")]
     Build {

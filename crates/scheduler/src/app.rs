@@ -13,13 +13,15 @@ use tokio_util::sync::CancellationToken;
 use crate::backend::queue::{DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION, QueueOptions};
 use crate::config::{self, KubeSchedulerConfiguration};
 use crate::error::Error;
-use crate::events::{ApiEventSink, broadcaster};
 use crate::framework::plugins::in_tree_registry;
 use crate::framework::runtime::Recorder;
-use crate::leaderelection::{LeaderElectionConfig, LeaderElector, Outcome, default_identity};
 use crate::metrics::{AttemptResult, Metrics};
 use crate::scheduler::{Observer, Scheduler, SchedulerOptions};
 use crate::server::{self, HealthState};
+use skiff_client::events::{ApiEventSink, broadcaster};
+use skiff_client::leaderelection::{
+    LeaderElectionConfig, LeaderElector, LeaderMetrics, Outcome, default_identity,
+};
 
 /// The flags of `skiff scheduler` (kube-scheduler's names). A flag that is set wins over
 /// the `--config` file's field, as kube-scheduler's leader election and client flags do.
@@ -118,14 +120,14 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
             .lease_name
             .clone()
             .unwrap_or_else(|| le.resource_name.clone()),
-        identity: default_identity()?,
+        identity: default_identity().map_err(config_error)?,
         lease_duration: duration_or(opts.lease_duration, &le.lease_duration),
         renew_deadline: duration_or(opts.renew_deadline, &le.renew_deadline),
         retry_period: duration_or(opts.retry_period, &le.retry_period),
         release_on_cancel: true,
     };
     if leader_elect {
-        election.validate()?;
+        election.validate().map_err(config_error)?;
     }
 
     let metrics = Arc::new(Metrics::new());
@@ -190,8 +192,9 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
         sched.run(cancel).await;
         return Ok(());
     }
-    let elector = LeaderElector::new(client.clone(), election)?
-        .with_metrics(Arc::clone(&metrics))
+    let elector = LeaderElector::new(client.clone(), election)
+        .map_err(config_error)?
+        .with_metrics(Arc::clone(&metrics) as Arc<dyn LeaderMetrics>)
         .with_events(client, &first_profile);
     health.set_leader_election(elector.health());
     let identity = elector.identity().to_owned();
@@ -206,4 +209,9 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
         Outcome::Cancelled => Ok(()),
         Outcome::LeadershipLost => Err(Error::Config("leaderelection lost".into())),
     }
+}
+
+/// A leader election configuration error as the scheduler reports it.
+fn config_error(e: skiff_client::Error) -> Error {
+    Error::Config(e.to_string())
 }

@@ -22,8 +22,9 @@ use crate::backend::cache::Cache;
 use crate::backend::queue::SchedulingQueue;
 use crate::framework::interface::{ActionType, ClusterEvent, EventObject, EventResource};
 use crate::framework::types::pod_node_name;
-use crate::informers::{Listers, Store};
-use crate::reflector::{self, Delta, object_key};
+use crate::informers::Listers;
+use skiff_client::cache::Store;
+use skiff_client::cache::{Delta, object_key, reflector};
 
 /// The scheduler name of a pod (`spec.schedulerName`, `default-scheduler` when unset).
 pub fn scheduler_name(pod: &Pod) -> &str {

@@ -411,6 +411,16 @@ fn to_text_format(open_metrics: &str) -> String {
     out
 }
 
+impl skiff_client::leaderelection::LeaderMetrics for Metrics {
+    fn set_leader(&self, name: &str, leading: bool) {
+        Metrics::set_leader(self, name, leading);
+    }
+
+    fn inc_leader_slowpath(&self, name: &str) {
+        Metrics::inc_leader_slowpath(self, name);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,11 +22,10 @@ use crate::framework::types::{PodInfo, pod_key, pod_uid};
 use crate::framework::{
     Code, CycleState, Framework, Handle, ProfileSpec, Registry, Snapshot, Status,
 };
-use crate::informers::{Listers, Store};
+use crate::informers::Listers;
 use crate::schedule_one::{Algorithm, ScheduleError};
-
-/// The longest event note (upstream `noteLengthLimit`).
-const NOTE_LENGTH_LIMIT: usize = 1024;
+use skiff_client::cache::Store;
+use skiff_client::events::truncate_note;
 
 /// What the scheduler reports to its metrics.
 pub trait Observer: Send + Sync {
@@ -454,7 +453,7 @@ impl Scheduler {
             tracing::error!(pod = %pod_key(&pod), "error scheduling pod; retrying: {message}");
         }
         // The informer's store is keyed as every informer key (`object_key`).
-        let key = crate::reflector::object_key(pod.as_ref());
+        let key = skiff_client::cache::object_key(pod.as_ref());
         let cached = self.pods.get(&key).filter(|p| pod_uid(p) == uid);
         match cached.as_ref() {
             None => {
@@ -482,7 +481,7 @@ impl Scheduler {
         }
         self.queue.done(&uid);
         let Some(current) = cached else { return };
-        let note = truncate(&message, NOTE_LENGTH_LIMIT);
+        let note = truncate_note(&message);
         fwk.handle().recorder.event(
             &current,
             None,
@@ -518,28 +517,9 @@ fn single_node_fit_error(s: Status, host: &str) -> (Status, Option<Diagnosis>) {
     (Status::new(s.code(), [fit.to_string()]), Some(d))
 }
 
-fn truncate(s: &str, limit: usize) -> String {
-    if s.len() <= limit {
-        return s.to_owned();
-    }
-    let mut end = limit.saturating_sub(3);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn notes_are_truncated_on_char_boundaries() {
-        assert_eq!(truncate("abc", 10), "abc");
-        let long = "é".repeat(600);
-        let t = truncate(&long, NOTE_LENGTH_LIMIT);
-        assert!(t.len() <= NOTE_LENGTH_LIMIT && t.ends_with("..."));
-    }
 
     #[test]
     fn single_node_rejections_read_like_upstream() {

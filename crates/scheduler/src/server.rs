@@ -39,8 +39,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::error::Error;
-use crate::leaderelection::{HEALTHZ_TIMEOUT, LeaderHealth};
 use crate::metrics::{self, Metrics};
+use skiff_client::leaderelection::{HEALTHZ_TIMEOUT, LeaderHealth};
 
 /// kube-scheduler's default `--secure-port`.
 pub const DEFAULT_SECURE_PORT: u16 = 10259;
@@ -540,6 +540,7 @@ mod tests {
         // A leader that renewed 10 s ago: healthy.
         let health = HealthState::new();
         health.set_leader_election(LeaderHealth::fixed(
+            "kube-scheduler",
             "me",
             "me",
             lease,
@@ -564,6 +565,7 @@ mod tests {
         // A leader that has not renewed for 36 s (> 15 s + 20 s): unhealthy and unready.
         let health = HealthState::new();
         health.set_leader_election(LeaderHealth::fixed(
+            "kube-scheduler",
             "me",
             "me",
             lease,
@@ -591,6 +593,7 @@ mod tests {
         // A standby, whatever the age of what it saw, is healthy.
         let health = HealthState::new();
         health.set_leader_election(LeaderHealth::fixed(
+            "kube-scheduler",
             "me",
             "other",
             lease,

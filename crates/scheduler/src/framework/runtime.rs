@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock, Weak};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use skiff_client::events::{EventDetails, EventRecorder, reference};
 
 use super::cycle_state::CycleState;
 use super::interface::{
@@ -121,6 +122,37 @@ impl Recorder for LogRecorder {
             type_,
             reason,
             "{note}"
+        );
+    }
+}
+
+/// A profile's events.k8s.io/v1 recorder: `regarding` the pod, `related` its node
+/// (kube-scheduler's `Eventf(pod, nil|node, ...)`).
+impl Recorder for EventRecorder {
+    fn event(
+        &self,
+        regarding: &Pod,
+        related_node: Option<&str>,
+        type_: &str,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        let node = |name: &str| ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Node".to_owned()),
+            name: Some(name.to_owned()),
+            ..Default::default()
+        };
+        self.eventf(
+            reference(regarding),
+            related_node.map(node),
+            EventDetails {
+                type_,
+                reason,
+                action,
+                note,
+            },
         );
     }
 }

@@ -15,7 +15,7 @@ use k8s_openapi::Metadata;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::framework::status::Status;
-use crate::informers::Store;
+use skiff_client::cache::Store;
 
 /// The `metadata.resourceVersion` of `obj` as a number; 0 when unset or not a number
 /// (upstream errors on a non-numeric version; Skiff's API server always sets numbers).

@@ -1,10 +1,10 @@
-//! The scheduler's events.k8s.io/v1 event recorder (client-go `tools/events`, as
-//! kube-scheduler uses it: one broadcaster, one recorder per profile).
+//! The events.k8s.io/v1 event recorder (client-go `tools/events`): one broadcaster per
+//! process, one recorder per reporting controller (kube-scheduler: one per profile;
+//! kube-controller-manager: one per controller).
 //!
-//! [`EventRecorder`] implements the framework's [`Recorder`]: it builds an
-//! events.k8s.io/v1 Event (reportingController the profile's scheduler name,
-//! reportingInstance `<schedulerName>-<hostname>`, `eventTime` now, `regarding` the pod,
-//! `related` the node when given, the note cut to 1 KiB) and hands it to a bounded
+//! [`EventRecorder::eventf`] builds an events.k8s.io/v1 Event (`reportingController`
+//! the recorder's, `reportingInstance` `<controller>-<hostname>`, `eventTime` now,
+//! `regarding` and `related` as given, the note cut to 1 KiB) and hands it to a bounded
 //! queue without waiting; a full queue drops it with a debug log.
 //!
 //! [`EventBroadcaster::run`] drains the queue into an [`EventSink`] with upstream's
@@ -18,7 +18,7 @@
 //! (12 tries, about 10 s apart); writes the API server refuses are dropped.
 //!
 //! Skiff's API server stores events.k8s.io/v1 Events as core/v1 Events (as upstream), so
-//! `kubectl describe pod` lists them: it reads core/v1 events by `involvedObject`, which
+//! `kubectl describe` lists them: it reads core/v1 events by `involvedObject`, which
 //! is `regarding`, and shows `reportingComponent` (the reporting controller) as FROM and
 //! `series` as `(xN over ...)`.
 
@@ -27,17 +27,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error};
-
-use crate::framework::runtime::Recorder;
 
 /// Events queued for the sender at most (client-go `maxQueuedEvents`).
 pub const MAX_QUEUED_EVENTS: usize = 1000;
@@ -67,29 +66,12 @@ pub fn truncate_note(note: &str) -> String {
     format!("{}{SUFFIX}", &note[..end])
 }
 
-/// The reference to `pod` (upstream `reference.GetReference`): kind Pod, apiVersion v1,
+/// The reference to `obj` (upstream `reference.GetReference`): its apiVersion, kind,
 /// namespace, name, uid and resourceVersion.
-pub fn pod_reference(pod: &Pod) -> ObjectReference {
-    let meta = &pod.metadata;
-    ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("Pod".to_owned()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
-        field_path: None,
-    }
-}
-
-/// The reference to the Node `name` (kind Node, apiVersion v1).
-pub fn node_reference(name: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("Node".to_owned()),
-        name: Some(name.to_owned()),
-        ..Default::default()
-    }
+pub fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
+    let mut r = obj.object_ref(&());
+    r.resource_version.clone_from(&obj.meta().resource_version);
+    r
 }
 
 /// What one recorder stamps on its events.
@@ -157,8 +139,8 @@ pub fn make_event(
     }
 }
 
-/// Records events of one reporting controller (a scheduler profile). Cheap to clone;
-/// recording never blocks.
+/// Records events of one reporting controller (a scheduler profile, a controller). Cheap
+/// to clone; recording never blocks.
 #[derive(Debug, Clone)]
 pub struct EventRecorder {
     reporter: Arc<Reporter>,
@@ -175,7 +157,7 @@ impl EventRecorder {
         }
     }
 
-    /// The reporting controller (the profile's scheduler name).
+    /// The reporting controller.
     pub fn reporting_controller(&self) -> &str {
         &self.reporter.controller
     }
@@ -196,40 +178,34 @@ fn reporter(controller: &str) -> Reporter {
     }
 }
 
-impl Recorder for EventRecorder {
-    fn event(
+impl EventRecorder {
+    /// Records an event about `regarding` (and `related`, when given), client-go
+    /// `Eventf`. An event type other than `Normal` or `Warning` is logged as an error
+    /// and dropped, as upstream.
+    pub fn eventf(
         &self,
-        regarding: &Pod,
-        related_node: Option<&str>,
-        type_: &str,
-        reason: &str,
-        action: &str,
-        note: &str,
+        regarding: ObjectReference,
+        related: Option<ObjectReference>,
+        details: EventDetails<'_>,
     ) {
+        let EventDetails {
+            type_,
+            reason,
+            action,
+            note,
+        } = details;
         if !matches!(type_, "Normal" | "Warning") {
             error!("Unsupported event type: '{type_}'");
             return;
         }
-        let event = make_event(
-            pod_reference(regarding),
-            related_node.map(node_reference),
-            EventDetails {
-                type_,
-                reason,
-                action,
-                note,
-            },
-            (&self.reporter.controller, &self.reporter.instance),
-            Timestamp::now(),
-        );
         debug!(
             object = %format!(
                 "{}/{}",
-                regarding.metadata.namespace.as_deref().unwrap_or(""),
-                regarding.metadata.name.as_deref().unwrap_or("")
+                regarding.namespace.as_deref().unwrap_or(""),
+                regarding.name.as_deref().unwrap_or("")
             ),
-            kind = "Pod",
-            api_version = "v1",
+            kind = regarding.kind.as_deref().unwrap_or(""),
+            api_version = regarding.api_version.as_deref().unwrap_or(""),
             r#type = type_,
             reason,
             action,
@@ -239,6 +215,13 @@ impl Recorder for EventRecorder {
         let Some(queue) = &self.queue else {
             return;
         };
+        let event = make_event(
+            regarding,
+            related,
+            details,
+            (&self.reporter.controller, &self.reporter.instance),
+            Timestamp::now(),
+        );
         match queue.try_send(event) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -258,8 +241,8 @@ pub struct EventRecorders {
 }
 
 impl EventRecorders {
-    /// A recorder for `reporting_controller` (a profile's scheduler name), reporting
-    /// instance `<reporting_controller>-<hostname>`.
+    /// A recorder for `reporting_controller` (a profile's scheduler name, a controller's
+    /// name), reporting instance `<reporting_controller>-<hostname>`.
     pub fn recorder(&self, reporting_controller: &str) -> EventRecorder {
         EventRecorder {
             reporter: Arc::new(reporter(reporting_controller)),
@@ -593,7 +576,21 @@ async fn record_event<S: EventSink>(sink: &S, event: &Event) -> Written {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use std::sync::Mutex;
+
+    fn pod_reference(pod: &Pod) -> ObjectReference {
+        reference(pod)
+    }
+
+    fn node_reference(name: &str) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Node".to_owned()),
+            name: Some(name.to_owned()),
+            ..Default::default()
+        }
+    }
 
     fn pod(name: &str) -> Pod {
         Pod {
@@ -614,6 +611,34 @@ mod tests {
             reason,
             action: "Scheduling",
             note,
+        }
+    }
+
+    /// What the scheduler records: about a pod, related to its node.
+    fn record(
+        recorder: &EventRecorder,
+        pod: &Pod,
+        node: Option<&str>,
+        type_: &str,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        let details = EventDetails {
+            type_,
+            reason,
+            action,
+            note,
+        };
+        recorder.eventf(pod_reference(pod), node.map(node_reference), details);
+    }
+
+    fn scheduled() -> EventDetails<'static> {
+        EventDetails {
+            type_: "Normal",
+            reason: "Scheduled",
+            action: "Binding",
+            note: "ok",
         }
     }
 
@@ -831,7 +856,8 @@ mod tests {
             "create FailedScheduling",
             Err(SinkError::Unavailable("connection refused".into())),
         );
-        recorder.event(
+        record(
+            &recorder,
             &web,
             None,
             "Warning",
@@ -842,7 +868,8 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(15)).await;
         // The repeat's patch finds no event (expired): created with its series.
         sink.script("patch FailedScheduling", Err(SinkError::NotFound));
-        recorder.event(
+        record(
+            &recorder,
             &web,
             None,
             "Warning",
@@ -850,7 +877,8 @@ mod tests {
             "Scheduling",
             "0/1 nodes",
         );
-        recorder.event(
+        record(
+            &recorder,
             &web,
             None,
             "Warning",
@@ -859,13 +887,14 @@ mod tests {
             "0/1 nodes",
         );
         // An unsupported type is dropped by the recorder.
-        recorder.event(&web, None, "Error", "X", "Scheduling", "dropped");
+        record(&recorder, &web, None, "Error", "X", "Scheduling", "dropped");
         // Refused by the API server: not retried.
         sink.script(
             "create Scheduled",
             Err(SinkError::Rejected("invalid".into())),
         );
-        recorder.event(
+        record(
+            &recorder,
             &web,
             Some("node-1"),
             "Normal",
@@ -915,7 +944,8 @@ mod tests {
         }
         let cancel = CancellationToken::new();
         let task = tokio::spawn(broadcaster.run(cancel.clone()));
-        recorder.event(
+        record(
+            &recorder,
             &pod("a"),
             None,
             "Warning",
@@ -923,7 +953,8 @@ mod tests {
             "Scheduling",
             "no",
         );
-        recorder.event(
+        record(
+            &recorder,
             &pod("b"),
             Some("n1"),
             "Normal",
@@ -962,14 +993,7 @@ mod tests {
         let (recorders, mut broadcaster) = super::broadcaster(sink);
         let recorder = recorders.recorder("default-scheduler");
         for i in 0..MAX_QUEUED_EVENTS + 5 {
-            recorder.event(
-                &pod(&format!("p{i}")),
-                None,
-                "Normal",
-                "Scheduled",
-                "Binding",
-                "ok",
-            );
+            recorder.eventf(pod_reference(&pod(&format!("p{i}"))), None, scheduled());
         }
         let mut queued = 0;
         while broadcaster.queue.try_recv().is_ok() {
@@ -978,7 +1002,7 @@ mod tests {
         assert_eq!(queued, MAX_QUEUED_EVENTS);
         // Without an API server, recording only logs.
         let log_only = EventRecorder::log_only("default-scheduler");
-        log_only.event(&pod("p"), None, "Normal", "Scheduled", "Binding", "ok");
+        log_only.eventf(pod_reference(&pod("p")), None, scheduled());
         assert_eq!(log_only.reporting_controller(), "default-scheduler");
     }
 }

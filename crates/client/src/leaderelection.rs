@@ -1,7 +1,8 @@
 //! Leader election with a coordination.k8s.io/v1 Lease (client-go
-//! `tools/leaderelection` with the `leases` resource lock, as kube-scheduler uses it).
+//! `tools/leaderelection` with the `leases` resource lock, as kube-scheduler and
+//! kube-controller-manager use it).
 //!
-//! Candidates share one Lease (`kube-system/kube-scheduler` by default). Its record
+//! Candidates share one Lease (`kube-system/kube-scheduler` for the scheduler). Its record
 //! (`holderIdentity`, `leaseDurationSeconds`, `acquireTime`, `renewTime`,
 //! `leaseTransitions`) is only ever compared with what this process saw before, never
 //! with its own clock: a lease held by someone else may be taken once
@@ -31,8 +32,17 @@ use kube::api::{Api, PostParams};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info};
 
-use crate::error::Error;
-use crate::metrics::Metrics;
+use crate::Error;
+
+/// Where the elector reports its metrics (client-go's `leaderMetricsAdapter`): the
+/// component exposes them as `leader_election_master_status{name}` and
+/// `leader_election_slowpath_total{name}`.
+pub trait LeaderMetrics: Send + Sync {
+    /// This candidate started (true) or stopped (false) leading the lease `name`.
+    fn set_leader(&self, name: &str, leading: bool);
+    /// The leader had to re-read the lease `name` to renew it.
+    fn inc_leader_slowpath(&self, name: &str);
+}
 
 /// The jitter factor of the acquire loop (client-go `JitterFactor`): each wait is
 /// `retryPeriod * (1 + 1.2 * rand)`.
@@ -64,12 +74,13 @@ pub struct LeaderElectionConfig {
 }
 
 impl LeaderElectionConfig {
-    /// kube-scheduler's defaults: the Lease `kube-system/kube-scheduler`, 15 s lease,
-    /// 10 s renew deadline, 2 s retry period, released on shutdown.
-    pub fn scheduler_defaults(identity: String) -> Self {
+    /// The defaults kube-scheduler and kube-controller-manager share (component-base
+    /// `LeaderElectionConfiguration`): the Lease `kube-system/<name>`, 15 s lease, 10 s
+    /// renew deadline, 2 s retry period, released on shutdown.
+    pub fn with_defaults(name: &str, identity: String) -> Self {
         Self {
             namespace: "kube-system".to_owned(),
-            name: "kube-scheduler".to_owned(),
+            name: name.to_owned(),
             identity,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -80,11 +91,11 @@ impl LeaderElectionConfig {
 
     /// client-go `NewLeaderElector`'s checks, with its messages.
     ///
-    /// Errors: [`Error::Config`] when the lease duration is not above the renew deadline,
+    /// Errors: [`Error::LeaderElection`] when the lease duration is not above the renew deadline,
     /// the renew deadline not above `retryPeriod * 1.2`, a duration is zero, or the
     /// identity is empty.
     pub fn validate(&self) -> Result<(), Error> {
-        let fail = |m: &str| Err(Error::Config(m.to_owned()));
+        let fail = |m: &str| Err(Error::LeaderElection(m.to_owned()));
         if self.lease_duration <= self.renew_deadline {
             return fail("leaseDuration must be greater than renewDeadline");
         }
@@ -117,15 +128,15 @@ impl LeaderElectionConfig {
 /// kube-scheduler's identity: `<hostname>_<random UUID>`, so that two processes on one
 /// host never share it.
 ///
-/// Errors: [`Error::Config`] when the hostname cannot be read.
+/// Errors: [`Error::LeaderElection`] when the hostname cannot be read.
 pub fn default_identity() -> Result<String, Error> {
     let host = nix::unistd::gethostname()
-        .map_err(|e| Error::Config(format!("unable to get hostname: {e}")))?;
+        .map_err(|e| Error::LeaderElection(format!("unable to get hostname: {e}")))?;
     Ok(format!("{}_{}", host.to_string_lossy(), uuid_v4()))
 }
 
 /// A random (version 4) UUID in its hyphenated form.
-pub(crate) fn uuid_v4() -> String {
+fn uuid_v4() -> String {
     skiff_api::uuid::format_v4(rand::random())
 }
 
@@ -414,11 +425,12 @@ impl LeaderHealth {
     }
 }
 
-#[cfg(test)]
 impl LeaderHealth {
-    /// The health of `identity` that last saw `holder` hold a lease of `lease_duration`,
-    /// `observed_ago` ago (for other modules' tests).
-    pub(crate) fn fixed(
+    /// The health of `identity` that last saw `holder` hold the lease `lease` of
+    /// `lease_duration`, `observed_ago` ago, with no elector behind it: for the tests of
+    /// a component's `/healthz`.
+    pub fn fixed(
+        lease: &str,
         identity: &str,
         holder: &str,
         lease_duration: Duration,
@@ -430,7 +442,7 @@ impl LeaderHealth {
             shared: Arc::new(Shared {
                 identity: identity.to_owned(),
                 lease_duration,
-                lease_name: "kube-scheduler".to_owned(),
+                lease_name: lease.to_owned(),
                 clock: Arc::new(RealClock),
                 observed: Mutex::new(Some(Observed {
                     record: LeaderElectionRecord {
@@ -464,7 +476,7 @@ pub struct LeaderElector {
     lease: Option<Lease>,
     /// The spec last read, to notice changes (client-go `observedRawRecord`).
     observed_spec: Option<LeaseSpec>,
-    metrics: Option<Arc<Metrics>>,
+    metrics: Option<Arc<dyn LeaderMetrics>>,
     /// Where "became leader" / "stopped leading" events go, and their source component.
     events: Option<(kube::Client, String)>,
 }
@@ -480,7 +492,7 @@ impl std::fmt::Debug for LeaderElector {
 impl LeaderElector {
     /// A candidate for the Lease of `config` through the API server.
     ///
-    /// Errors: [`Error::Config`] from [`LeaderElectionConfig::validate`].
+    /// Errors: [`Error::LeaderElection`] from [`LeaderElectionConfig::validate`].
     pub fn new(client: kube::Client, config: LeaderElectionConfig) -> Result<Self, Error> {
         let store = ApiLeaseStore::new(
             client,
@@ -493,7 +505,7 @@ impl LeaderElector {
 
     /// A candidate reading and writing the lease through `store`, on `clock`.
     ///
-    /// Errors: [`Error::Config`] from [`LeaderElectionConfig::validate`].
+    /// Errors: [`Error::LeaderElection`] from [`LeaderElectionConfig::validate`].
     pub fn with_store(
         config: LeaderElectionConfig,
         store: Box<dyn LeaseStore>,
@@ -520,7 +532,7 @@ impl LeaderElector {
 
     /// Reports `leader_election_master_status{name}` and `leader_election_slowpath_total`
     /// into `metrics` (0 until the lease is acquired).
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+    pub fn with_metrics(mut self, metrics: Arc<dyn LeaderMetrics>) -> Self {
         metrics.set_leader(&self.config.name, false);
         self.metrics = Some(metrics);
         self
@@ -970,7 +982,7 @@ mod tests {
 
     #[test]
     fn config_validation_messages() {
-        let ok = LeaderElectionConfig::scheduler_defaults(ME.to_owned());
+        let ok = LeaderElectionConfig::with_defaults("kube-scheduler", ME.to_owned());
         assert!(ok.validate().is_ok());
         assert_eq!(ok.namespace, "kube-system");
         assert_eq!(ok.name, "kube-scheduler");
@@ -980,21 +992,21 @@ mod tests {
                 lease_duration: Duration::from_secs(10),
                 ..ok.clone()
             }),
-            "invalid configuration: leaseDuration must be greater than renewDeadline"
+            "leaseDuration must be greater than renewDeadline"
         );
         assert_eq!(
             msg(LeaderElectionConfig {
                 retry_period: Duration::from_secs(9),
                 ..ok.clone()
             }),
-            "invalid configuration: renewDeadline must be greater than retryPeriod*JitterFactor"
+            "renewDeadline must be greater than retryPeriod*JitterFactor"
         );
         assert_eq!(
             msg(LeaderElectionConfig {
                 identity: String::new(),
                 ..ok.clone()
             }),
-            "invalid configuration: Lock identity is empty"
+            "Lock identity is empty"
         );
     }
 
@@ -1013,7 +1025,7 @@ mod tests {
 
     #[test]
     fn leader_election_events_are_about_the_lease() {
-        let config = LeaderElectionConfig::scheduler_defaults(ME.to_owned());
+        let config = LeaderElectionConfig::with_defaults("kube-scheduler", ME.to_owned());
         let lease = Lease {
             metadata: ObjectMeta {
                 uid: Some("u1".to_owned()),
@@ -1168,7 +1180,7 @@ mod tests {
     }
 
     fn candidate(identity: &str, store: &Arc<FakeStore>, clock: &Arc<FakeClock>) -> LeaderElector {
-        let config = LeaderElectionConfig::scheduler_defaults(identity.to_owned());
+        let config = LeaderElectionConfig::with_defaults("kube-scheduler", identity.to_owned());
         LeaderElector::with_store(config, Box::new(Arc::clone(store)), clock.clone()).unwrap()
     }
 
@@ -1270,6 +1282,24 @@ mod tests {
         assert_eq!(b.health().check(HEALTHZ_TIMEOUT), Ok(()));
     }
 
+    /// The leader metric as a component exposes it.
+    #[derive(Default)]
+    struct Gauge(Mutex<Option<(String, bool)>>);
+
+    impl LeaderMetrics for Gauge {
+        fn set_leader(&self, name: &str, leading: bool) {
+            *self.0.lock().unwrap() = Some((name.to_owned(), leading));
+        }
+
+        fn inc_leader_slowpath(&self, _: &str) {}
+    }
+
+    impl Gauge {
+        fn get(&self) -> Option<(String, bool)> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
     /// The monotonic clock of tokio (paused in these tests).
     struct TokioClock;
 
@@ -1286,12 +1316,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn run_leads_until_renewal_fails_within_the_deadline() {
         let store = Arc::new(FakeStore::default());
-        let config = LeaderElectionConfig::scheduler_defaults(ME.to_owned());
-        let metrics = Arc::new(Metrics::new());
+        let config = LeaderElectionConfig::with_defaults("kube-scheduler", ME.to_owned());
+        let metrics = Arc::new(Gauge::default());
         let elector =
             LeaderElector::with_store(config, Box::new(Arc::clone(&store)), Arc::new(TokioClock))
                 .unwrap()
-                .with_metrics(Arc::clone(&metrics));
+                .with_metrics(Arc::clone(&metrics) as Arc<dyn LeaderMetrics>);
         let health = elector.health();
         let started = Arc::new(AtomicBool::new(false));
         let stopped_at = Arc::new(Mutex::new(None));
@@ -1310,10 +1340,7 @@ mod tests {
         let outcome = elector
             .run(CancellationToken::new(), move |leading| async move {
                 s.store(true, Ordering::SeqCst);
-                assert!(
-                    m.encode()
-                        .contains("leader_election_master_status{name=\"kube-scheduler\"} 1")
-                );
+                assert_eq!(m.get(), Some(("kube-scheduler".to_owned(), true)));
                 leading.cancelled().await;
                 *st.lock().unwrap() = Some(tokio::time::Instant::now());
             })
@@ -1327,11 +1354,7 @@ mod tests {
             lost_after >= Duration::from_secs(40) && lost_after <= Duration::from_secs(42),
             "{lost_after:?}"
         );
-        assert!(
-            metrics
-                .encode()
-                .contains("leader_election_master_status{name=\"kube-scheduler\"} 0")
-        );
+        assert_eq!(metrics.get(), Some(("kube-scheduler".to_owned(), false)));
         // Release could not be written (the store fails): still recorded as ours.
         assert_eq!(store.record().holder_identity, ME);
         assert!(health.is_leader());
@@ -1340,7 +1363,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn cancelling_releases_the_lease() {
         let store = Arc::new(FakeStore::default());
-        let config = LeaderElectionConfig::scheduler_defaults(ME.to_owned());
+        let config = LeaderElectionConfig::with_defaults("kube-scheduler", ME.to_owned());
         let elector =
             LeaderElector::with_store(config, Box::new(Arc::clone(&store)), Arc::new(TokioClock))
                 .unwrap();
@@ -1373,7 +1396,7 @@ mod tests {
             lease_duration_seconds: 15,
             ..Default::default()
         });
-        let config = LeaderElectionConfig::scheduler_defaults(ME.to_owned());
+        let config = LeaderElectionConfig::with_defaults("kube-scheduler", ME.to_owned());
         let elector =
             LeaderElector::with_store(config, Box::new(Arc::clone(&store)), Arc::new(TokioClock))
                 .unwrap();

@@ -1,13 +1,14 @@
 //! What Skiff's components share as clients of an API server (client-go's role): a
 //! `kube::Client` built from a kubeconfig ([`from_kubeconfig`]) with client-go's
 //! client-side rate limit ([`flowcontrol`]), informers with their caches ([`cache`]),
-//! the events.k8s.io recorder ([`events`]) and leader election on a Lease
-//! ([`leaderelection`]).
+//! the events.k8s.io recorder ([`events`]), leader election on a Lease
+//! ([`leaderelection`]) and controllers' rate-limited work queues ([`workqueue`]).
 
 pub mod cache;
 pub mod events;
 pub mod flowcontrol;
 pub mod leaderelection;
+pub mod workqueue;
 
 use std::path::{Path, PathBuf};
 

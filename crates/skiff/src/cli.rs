@@ -29,6 +29,9 @@ pub enum Command {
     /// The scheduler: binds pending pods to nodes (kube-scheduler's flags and
     /// KubeSchedulerConfiguration).
     Scheduler(SchedulerArgs),
+    /// The controller manager: the controllers that turn workloads into pods
+    /// (kube-controller-manager's flags).
+    ControllerManager(ControllerManagerArgs),
     /// Image store tools (`skiff image import FILE|DIR`).
     Image(crate::image::ImageArgs),
     /// Benchmarks.
@@ -448,4 +451,37 @@ mod tests {
         assert_eq!(args.service_cluster_ip_range.to_string(), "10.96.0.0/12");
         assert!(args.etcd_servers.is_empty());
     }
+}
+
+/// `skiff controller-manager` flags (kube-controller-manager's names and defaults).
+#[derive(Debug, Args)]
+pub struct ControllerManagerArgs {
+    /// kubeconfig of the API server.
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// Controllers to run: `*` for those on by default, `name` to enable one, `-name` to
+    /// disable one (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
+    /// ReplicaSets synced at once.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_replicaset_syncs: usize,
+    /// Run under leader election on the Lease kube-system/kube-controller-manager.
+    #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub leader_elect: bool,
+    /// How long non-leaders wait before taking an unrenewed lease.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader retries renewing before it gives up.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub leader_elect_renew_deadline: Duration,
+    /// The wait between leader election attempts.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
+    pub leader_elect_retry_period: Duration,
+    /// Requests per second to the API server.
+    #[arg(long, default_value_t = 20.0)]
+    pub kube_api_qps: f32,
+    /// Burst of requests to the API server.
+    #[arg(long, default_value_t = 30)]
+    pub kube_api_burst: i32,
 }

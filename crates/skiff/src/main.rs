@@ -4,6 +4,7 @@
 mod apiserver;
 mod bench;
 mod cli;
+mod controller_manager;
 mod image;
 mod kubelet;
 mod runtime;
@@ -53,6 +54,7 @@ async fn run(command: cli::Command) -> anyhow::Result<()> {
         cli::Command::Runtime(args) => runtime::run(args).await,
         cli::Command::Apiserver(args) => apiserver::run(args).await,
         cli::Command::Scheduler(args) => scheduler::run(args).await,
+        cli::Command::ControllerManager(args) => controller_manager::run(args).await,
         cli::Command::Image(args) => image::run(args).await,
         cli::Command::Bench(cli::BenchCommand::Cri(args)) => bench::cri(args).await,
         cli::Command::Bench(cli::BenchCommand::Scheduler(args)) => {

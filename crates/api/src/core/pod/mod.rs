@@ -1,9 +1,11 @@
 //! Pods: defaulting, validation and the QoS class (upstream `pkg/apis/core/v1/defaults.go`,
 //! `pkg/apis/core/validation/validation.go` `ValidatePod*`, `pkg/apis/core/helper/qos`),
 //! ephemeral containers, in-place resize and warnings (`pkg/api/pod/warnings.go`), and
-//! effective requests and limits (`k8s.io/component-helpers/resource`).
+//! effective requests and limits (`k8s.io/component-helpers/resource`), and readiness
+//! as controllers read it (`pkg/api/v1/pod/util.go`).
 
 pub mod affinity;
+pub mod conditions;
 pub mod defaults;
 pub mod ephemeral;
 mod probe;

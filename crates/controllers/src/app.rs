@@ -1,0 +1,162 @@
+//! `skiff controller-manager` (upstream `cmd/kube-controller-manager/app`): one client,
+//! one shared informer factory and one event broadcaster for every controller enabled by
+//! `--controllers`, under leader election on the Lease
+//! `kube-system/kube-controller-manager` unless `--leader-elect=false`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use skiff_client::cache::SharedInformerFactory;
+use skiff_client::events::{ApiEventSink, broadcaster};
+use skiff_client::leaderelection::{
+    LeaderElectionConfig, LeaderElector, Outcome, default_identity,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Error, replicaset};
+
+/// The controllers Skiff has, with upstream's `--controllers` names.
+pub const KNOWN_CONTROLLERS: &[&str] = &[replicaset::NAME];
+
+/// How to run the controller manager (the flags).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--kubeconfig`.
+    pub kubeconfig: PathBuf,
+    /// `--controllers`: `*` for every controller on by default, `name` to enable one,
+    /// `-name` to disable one (default `*`).
+    pub controllers: Vec<String>,
+    /// `--concurrent-replicaset-syncs` (default 5).
+    pub concurrent_replicaset_syncs: usize,
+    /// `--leader-elect` (default true).
+    pub leader_elect: bool,
+    /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
+    /// `--leader-elect-retry-period` (15 s, 10 s, 2 s).
+    pub lease_duration: Duration,
+    /// See `lease_duration`.
+    pub renew_deadline: Duration,
+    /// See `lease_duration`.
+    pub retry_period: Duration,
+    /// `--kube-api-qps` and `--kube-api-burst` (upstream's defaults: 20 and 30).
+    pub kube_api_qps: f32,
+    /// See `kube_api_qps`.
+    pub kube_api_burst: i32,
+}
+
+impl Options {
+    /// Upstream's defaults for everything but the kubeconfig.
+    pub fn new(kubeconfig: PathBuf) -> Self {
+        Self {
+            kubeconfig,
+            controllers: vec!["*".to_owned()],
+            concurrent_replicaset_syncs: 5,
+            leader_elect: true,
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            kube_api_qps: 20.0,
+            kube_api_burst: 30,
+        }
+    }
+}
+
+/// Whether `name` runs under `--controllers` (upstream `IsControllerEnabled`): named
+/// explicitly, or `*` given and not disabled with `-name`. Errors: an unknown name.
+pub fn enabled(controllers: &[String], name: &str) -> Result<bool, Error> {
+    for c in controllers {
+        let bare = c.strip_prefix('-').unwrap_or(c);
+        if bare != "*" && !KNOWN_CONTROLLERS.contains(&bare) {
+            return Err(Error::Config(format!(
+                "{c:?} is not in the list of known controllers"
+            )));
+        }
+    }
+    if controllers.iter().any(|c| c == name) {
+        return Ok(true);
+    }
+    if controllers
+        .iter()
+        .any(|c| c.strip_prefix('-') == Some(name))
+    {
+        return Ok(false);
+    }
+    Ok(controllers.iter().any(|c| c == "*"))
+}
+
+/// Runs the controller manager until `cancel` (Ok) or until leadership is lost (an
+/// error, as upstream exits with "leaderelection lost").
+///
+/// Errors: the kubeconfig cannot be loaded, `--controllers` names an unknown
+/// controller, the leader election settings are invalid, or leadership is lost.
+pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> {
+    for name in KNOWN_CONTROLLERS {
+        enabled(&opts.controllers, name)?;
+    }
+    let client =
+        skiff_client::from_kubeconfig(&opts.kubeconfig, opts.kube_api_qps, opts.kube_api_burst)
+            .await?;
+    if !opts.leader_elect {
+        run_controllers(&opts, client, cancel).await;
+        return Ok(());
+    }
+    let election = LeaderElectionConfig {
+        lease_duration: opts.lease_duration,
+        renew_deadline: opts.renew_deadline,
+        retry_period: opts.retry_period,
+        ..LeaderElectionConfig::with_defaults("kube-controller-manager", default_identity()?)
+    };
+    let elector = LeaderElector::new(client.clone(), election)?
+        .with_events(client.clone(), "kube-controller-manager");
+    tracing::info!(
+        identity = elector.identity(),
+        "attempting to acquire the leader lease"
+    );
+    let outcome = elector
+        .run(cancel, |leading| async move {
+            tracing::info!("acquired the leader lease; starting controllers");
+            run_controllers(&opts, client, leading).await;
+        })
+        .await;
+    match outcome {
+        Outcome::Cancelled => Ok(()),
+        Outcome::LeadershipLost => Err(Error::Config("leaderelection lost".into())),
+    }
+}
+
+/// Starts the enabled controllers and their informers; returns at `cancel`.
+pub async fn run_controllers(opts: &Options, client: kube::Client, cancel: CancellationToken) {
+    let factory = SharedInformerFactory::new(client.clone());
+    let (recorders, events) = broadcaster(ApiEventSink::new(client.clone()));
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(events.run(cancel.clone()));
+    if enabled(&opts.controllers, replicaset::NAME).unwrap_or(false) {
+        let rs = replicaset::ReplicaSetController::new(
+            client.clone(),
+            &factory,
+            recorders.recorder(replicaset::NAME),
+        );
+        tasks.spawn(Arc::clone(&rs).run(opts.concurrent_replicaset_syncs, cancel.clone()));
+    }
+    factory.start(&cancel);
+    while tasks.join_next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controllers_flag_as_upstream() {
+        let v = |s: &[&str]| s.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+        assert!(enabled(&v(&["*"]), replicaset::NAME).unwrap());
+        assert!(!enabled(&v(&["*", "-replicaset-controller"]), replicaset::NAME).unwrap());
+        assert!(enabled(&v(&["replicaset-controller"]), replicaset::NAME).unwrap());
+        assert!(!enabled(&v(&[]), replicaset::NAME).unwrap());
+        let err = enabled(&v(&["*", "bogus"]), replicaset::NAME).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration: \"bogus\" is not in the list of known controllers"
+        );
+    }
+}

@@ -1,0 +1,545 @@
+//! What the workload controllers share (upstream `pkg/controller/controller_utils.go`
+//! and `controller_ref_manager.go`): expectations, pods made from a template, adoption
+//! and release of pods by their controller reference, the order in which surplus pods
+//! are deleted, slow-start batches, and the worker loop.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use skiff_api::core::pod::conditions::{is_pod_ready, pod_phase, ready_condition};
+use skiff_client::workqueue::WorkQueue;
+use tokio_util::sync::CancellationToken;
+
+use crate::Error;
+
+/// How long expectations may stay unmet before a sync goes ahead anyway (upstream
+/// `ExpectationsTimeout`): a watch event that never came must not stall a controller.
+pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// The most pods one sync creates or deletes (upstream `BurstReplicas`).
+pub const BURST_REPLICAS: usize = 500;
+
+/// The first batch of a slow start (upstream `SlowStartInitialBatchSize`).
+pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
+
+/// The annotation whose integer value ranks pods for deletion, lower first (upstream
+/// `PodDeletionCost`, beta and on since 1.22).
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+#[derive(Debug, Clone)]
+struct Expectation {
+    add: i64,
+    del: i64,
+    /// The keys (`namespace/name`) of the pods whose deletion is awaited.
+    deleting: HashSet<String>,
+    at: Instant,
+}
+
+/// The creates and deletes a controller issued and whose watch events it has not seen
+/// yet, per controller key (upstream `UIDTrackingControllerExpectations`). A controller
+/// syncs a key only once they are met (or older than [`EXPECTATIONS_TIMEOUT`]), so that
+/// it never creates the same pods twice while its own creates are in flight.
+#[derive(Debug, Default)]
+pub struct Expectations {
+    by_key: Mutex<HashMap<String, Expectation>>,
+}
+
+impl Expectations {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Expectation>> {
+        self.by_key.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// True when `key` may sync: no expectations, all met, or expired (upstream
+    /// `SatisfiedExpectations`).
+    pub fn satisfied(&self, key: &str) -> bool {
+        self.lock()
+            .get(key)
+            .is_none_or(|e| (e.add <= 0 && e.del <= 0) || e.at.elapsed() > EXPECTATIONS_TIMEOUT)
+    }
+
+    /// Expects `n` creations for `key`, replacing what was expected.
+    pub fn expect_creations(&self, key: &str, n: usize) {
+        self.lock().insert(
+            key.to_owned(),
+            Expectation {
+                add: i64::try_from(n).unwrap_or(i64::MAX),
+                del: 0,
+                deleting: HashSet::new(),
+                at: Instant::now(),
+            },
+        );
+    }
+
+    /// Expects the deletion of the pods `pod_keys` for `key`, replacing what was
+    /// expected.
+    pub fn expect_deletions(&self, key: &str, pod_keys: Vec<String>) {
+        self.lock().insert(
+            key.to_owned(),
+            Expectation {
+                add: 0,
+                del: i64::try_from(pod_keys.len()).unwrap_or(i64::MAX),
+                deleting: pod_keys.into_iter().collect(),
+                at: Instant::now(),
+            },
+        );
+    }
+
+    /// A pod of `key` was seen created (or its create will never be seen).
+    pub fn creation_observed(&self, key: &str) {
+        if let Some(e) = self.lock().get_mut(key) {
+            e.add -= 1;
+        }
+    }
+
+    /// The pod `pod_key` of `key` was seen deleted (or its delete will never be seen);
+    /// only a pod whose deletion was expected counts.
+    pub fn deletion_observed(&self, key: &str, pod_key: &str) {
+        if let Some(e) = self.lock().get_mut(key)
+            && e.deleting.remove(pod_key)
+        {
+            e.del -= 1;
+        }
+    }
+
+    /// Forgets `key` (its object was deleted).
+    pub fn delete(&self, key: &str) {
+        self.lock().remove(key);
+    }
+}
+
+/// The controller reference among `meta`'s owner references (upstream
+/// `GetControllerOf`).
+pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+}
+
+/// A controller reference to the owner (`controller` and `blockOwnerDeletion` set, as
+/// upstream `NewControllerRef`).
+pub fn controller_ref(owner: &ObjectMeta, api_version: &str, kind: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+        name: owner.name.clone().unwrap_or_default(),
+        uid: owner.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// A new pod from `template` in `namespace`, named `<prefix>-<random>` and controlled
+/// by `owner` (upstream `GetPodFromTemplate`): the template's labels, annotations,
+/// finalizers and spec.
+pub fn pod_from_template(
+    template: &PodTemplateSpec,
+    namespace: &str,
+    prefix: &str,
+    owner: OwnerReference,
+) -> Pod {
+    let meta = template.metadata.clone().unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{prefix}-")),
+            namespace: Some(namespace.to_owned()),
+            labels: meta.labels,
+            annotations: meta.annotations,
+            finalizers: meta.finalizers,
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        spec: template.spec.clone(),
+        status: None,
+    }
+}
+
+/// `namespace/name` of a pod.
+pub fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Runs `f` for `count` items in batches of 1, 2, 4, ... run concurrently, stopping
+/// after the first batch with a failure (upstream `slowStartBatch`): a template the API
+/// server refuses costs one request, not hundreds. The number of successes, and the
+/// first error.
+pub async fn slow_start_batch<F, Fut>(count: usize, initial: usize, f: F) -> (usize, Option<Error>)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), Error>>,
+{
+    let mut remaining = count;
+    let mut successes = 0;
+    let mut batch = remaining.min(initial.max(1));
+    while batch > 0 {
+        let results = futures::future::join_all((0..batch).map(|_| f())).await;
+        let mut first_err = None;
+        for r in results {
+            match r {
+                Ok(()) => successes += 1,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if first_err.is_some() {
+            return (successes, first_err);
+        }
+        remaining -= batch;
+        batch = (batch * 2).min(remaining);
+    }
+    (successes, None)
+}
+
+/// The order in which surplus pods are deleted, first to last (upstream
+/// `ActivePodsWithRanks.Less` with LogarithmicScaleDown and PodDeletionCost on):
+/// unassigned before assigned; Pending before Unknown before Running; not ready before
+/// ready; lower `pod-deletion-cost`; more pods of the same owner on its node; ready for
+/// less time (by powers of two); more container restarts; created later (by powers of
+/// two); then by UID. `rank` is the number of related pods on each pod's node.
+pub fn deletion_order(a: (&Pod, usize), b: (&Pod, usize), now: Timestamp) -> Ordering {
+    let ((pa, ra), (pb, rb)) = (a, b);
+    let node = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("")
+            .is_empty()
+    };
+    // true (unassigned) first.
+    if node(pa) != node(pb) {
+        return if node(pa) {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
+    }
+    let phase = |p: &Pod| match pod_phase(p) {
+        "Pending" => 0,
+        "Unknown" => 1,
+        "Running" => 2,
+        _ => 0,
+    };
+    match phase(pa).cmp(&phase(pb)) {
+        Ordering::Equal => {}
+        o => return o,
+    }
+    match is_pod_ready(pa).cmp(&is_pod_ready(pb)) {
+        Ordering::Equal => {}
+        o => return o,
+    }
+    match deletion_cost(pa).cmp(&deletion_cost(pb)) {
+        Ordering::Equal => {}
+        o => return o,
+    }
+    match rb.cmp(&ra) {
+        Ordering::Equal => {}
+        o => return o,
+    }
+    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+    if is_pod_ready(pa) && is_pod_ready(pb) {
+        let ready_at = |p: &Pod| {
+            ready_condition(p)
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0)
+        };
+        let (ta, tb) = (ready_at(pa), ready_at(pb));
+        if ta != tb {
+            let diff = log_rank(ta, now) - log_rank(tb, now);
+            return if diff == 0 {
+                uid(pa).cmp(&uid(pb))
+            } else {
+                diff.cmp(&0)
+            };
+        }
+    }
+    match max_restarts(pb).cmp(&max_restarts(pa)) {
+        Ordering::Equal => {}
+        o => return o,
+    }
+    let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let (ca, cb) = (created(pa), created(pb));
+    if ca != cb {
+        let diff = log_rank(ca, now) - log_rank(cb, now);
+        return if diff == 0 {
+            uid(pa).cmp(&uid(pb))
+        } else {
+            diff.cmp(&0)
+        };
+    }
+    Ordering::Equal
+}
+
+/// `floor(log2(now - t))` in nanoseconds; -1 for no time or a time not in the past
+/// (upstream `logarithmicRankDiff`'s buckets).
+fn log_rank(t: Option<Timestamp>, now: Timestamp) -> i64 {
+    let Some(t) = t else { return -1 };
+    let nanos = now.as_nanosecond() - t.as_nanosecond();
+    if nanos <= 0 {
+        return -1;
+    }
+    i64::from(127 - nanos.leading_zeros())
+}
+
+fn deletion_cost(pod: &Pod) -> i32 {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(POD_DELETION_COST))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn max_restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
+        .unwrap_or(0)
+}
+
+/// The `count` pods of `pods` to delete first at `now`, by [`deletion_order`] with the
+/// number of `related` pods on each pod's node as its rank (upstream `getPodsToDelete`).
+pub fn pods_to_delete<'a>(
+    pods: &[&'a Pod],
+    related: &[&Pod],
+    count: usize,
+    now: Timestamp,
+) -> Vec<&'a Pod> {
+    let mut on_node: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in related {
+        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+            && !n.is_empty()
+        {
+            *on_node.entry(n).or_default() += 1;
+        }
+    }
+    let rank = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .and_then(|n| on_node.get(n))
+            .copied()
+            .unwrap_or(0)
+    };
+    let mut ranked: Vec<(&Pod, usize)> = pods.iter().map(|p| (*p, rank(p))).collect();
+    if count < ranked.len() {
+        ranked.sort_by(|a, b| deletion_order(*a, *b, now));
+    }
+    ranked.into_iter().take(count).map(|(p, _)| p).collect()
+}
+
+/// Runs `workers` workers over `queue` until `cancel` (upstream `Run` with
+/// `wait.UntilWithContext(worker)`): each takes a key, syncs it, forgets its failures on
+/// success and re-adds it with backoff on failure. The queue is shut down at `cancel`.
+pub async fn run_workers<S, Fut>(
+    name: &'static str,
+    queue: Arc<WorkQueue<String>>,
+    workers: usize,
+    cancel: CancellationToken,
+    sync: S,
+) where
+    S: Fn(String) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Error>> + Send,
+{
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..workers.max(1) {
+        let queue = Arc::clone(&queue);
+        let sync = sync.clone();
+        tasks.spawn(async move {
+            while let Some(key) = queue.get().await {
+                match sync(key.clone()).await {
+                    Ok(()) => queue.forget(&key),
+                    Err(e) => {
+                        tracing::warn!(controller = name, key, error = %e, "sync failed; retrying");
+                        queue.add_rate_limited(key.clone());
+                    }
+                }
+                queue.done(&key);
+            }
+        });
+    }
+    cancel.cancelled().await;
+    queue.shut_down();
+    while tasks.join_next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ContainerStatus, PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+
+    #[test]
+    fn expectations_gate_syncs_until_observed() {
+        let e = Expectations::default();
+        assert!(e.satisfied("ns/rs"));
+        e.expect_creations("ns/rs", 2);
+        assert!(!e.satisfied("ns/rs"));
+        e.creation_observed("ns/rs");
+        assert!(!e.satisfied("ns/rs"));
+        e.creation_observed("ns/rs");
+        assert!(e.satisfied("ns/rs"));
+        e.expect_deletions("ns/rs", vec!["ns/a".into(), "ns/b".into()]);
+        assert!(!e.satisfied("ns/rs"));
+        // A pod whose deletion was not expected does not count, nor does a repeat.
+        e.deletion_observed("ns/rs", "ns/x");
+        e.deletion_observed("ns/rs", "ns/a");
+        e.deletion_observed("ns/rs", "ns/a");
+        assert!(!e.satisfied("ns/rs"));
+        e.deletion_observed("ns/rs", "ns/b");
+        assert!(e.satisfied("ns/rs"));
+        e.expect_creations("ns/rs", 1);
+        e.delete("ns/rs");
+        assert!(e.satisfied("ns/rs"));
+    }
+
+    #[tokio::test]
+    async fn slow_start_doubles_and_stops_at_the_first_failing_batch() {
+        let calls = Arc::new(Mutex::new(0usize));
+        let c = Arc::clone(&calls);
+        let (ok, err) = slow_start_batch(10, 1, || {
+            let c = Arc::clone(&c);
+            async move {
+                *c.lock().unwrap() += 1;
+                Ok(())
+            }
+        })
+        .await;
+        assert_eq!((ok, err.is_none()), (10, true));
+        assert_eq!(*calls.lock().unwrap(), 10);
+        // Batches 1, 2, 4: the 5th call fails, so the batch of 4 ends the run.
+        let n = Arc::new(Mutex::new(0usize));
+        let (ok, err) = slow_start_batch(100, 1, || {
+            let n = Arc::clone(&n);
+            async move {
+                let mut n = n.lock().unwrap();
+                *n += 1;
+                if *n == 5 {
+                    Err(Error::Invalid("refused".into()))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .await;
+        assert_eq!(ok, 6);
+        assert_eq!(err.map(|e| e.to_string()).as_deref(), Some("refused"));
+        assert_eq!(*n.lock().unwrap(), 7);
+    }
+
+    fn pod(name: &str, node: &str, phase: &str, ready_at: Option<&str>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(format!("uid-{name}")),
+                creation_timestamp: Some(Time("2026-01-01T00:00:00Z".parse().unwrap())),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: (!node.is_empty()).then(|| node.to_owned()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                conditions: ready_at.map(|t| {
+                    vec![PodCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        last_transition_time: Some(Time(t.parse().unwrap())),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn surplus_pods_are_deleted_in_upstreams_order() {
+        let unassigned = pod("unassigned", "", "Pending", None);
+        let pending = pod("pending", "n1", "Pending", None);
+        let running = pod("running", "n1", "Running", None);
+        let ready_new = pod("ready-new", "n2", "Running", Some("2026-01-01T00:59:00Z"));
+        let ready_old = pod("ready-old", "n3", "Running", Some("2026-01-01T00:01:00Z"));
+        let mut costly = pod("costly", "n3", "Running", Some("2026-01-01T00:01:00Z"));
+        costly.metadata.annotations =
+            Some([(POD_DELETION_COST.to_owned(), "100".to_owned())].into());
+        let mut restarted = pod("restarted", "n4", "Running", Some("2026-01-01T00:01:00Z"));
+        restarted.status.as_mut().unwrap().container_statuses = Some(vec![ContainerStatus {
+            restart_count: 3,
+            ..Default::default()
+        }]);
+        let all = [
+            &costly,
+            &ready_old,
+            &restarted,
+            &ready_new,
+            &running,
+            &pending,
+            &unassigned,
+        ];
+        let names = |ps: Vec<&Pod>| -> Vec<String> {
+            ps.iter()
+                .map(|p| p.metadata.name.clone().unwrap())
+                .collect()
+        };
+        let now = "2026-01-01T01:00:00Z".parse().unwrap();
+        // n3 holds two related pods, so ready-old goes before the pods alone on their
+        // node; of those, the one ready for less time goes first; the costly pod last.
+        let got = names(pods_to_delete(&all, &all, 6, now));
+        assert_eq!(
+            got,
+            [
+                "unassigned",
+                "pending",
+                "running",
+                "ready-old",
+                "ready-new",
+                "restarted"
+            ]
+        );
+        // Deleting them all needs no order.
+        assert_eq!(pods_to_delete(&all, &all, 7, now).len(), 7);
+    }
+
+    #[test]
+    fn pods_from_a_template_belong_to_their_owner() {
+        let template = PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some([("app".to_owned(), "web".to_owned())].into()),
+                ..Default::default()
+            }),
+            spec: Some(PodSpec::default()),
+        };
+        let owner = ObjectMeta {
+            name: Some("web-1".into()),
+            uid: Some("u1".into()),
+            ..Default::default()
+        };
+        let p = pod_from_template(
+            &template,
+            "ns",
+            "web-1",
+            controller_ref(&owner, "apps/v1", "ReplicaSet"),
+        );
+        assert_eq!(p.metadata.generate_name.as_deref(), Some("web-1-"));
+        assert_eq!(p.metadata.namespace.as_deref(), Some("ns"));
+        let r = controller_of(&p.metadata).expect("controller");
+        assert_eq!(
+            (r.kind.as_str(), r.uid.as_str(), r.block_owner_deletion),
+            ("ReplicaSet", "u1", Some(true))
+        );
+    }
+}

@@ -1,0 +1,15 @@
+//! Skiff's controller manager (kube-controller-manager's role): controllers that watch
+//! objects through shared informers and drive the cluster toward what they ask for.
+//!
+//! Each controller follows upstream's shape: informer event handlers put keys
+//! (`namespace/name`) in a rate-limited work queue ([`skiff_client::workqueue`]);
+//! workers take one key at a time and sync it, and a failed sync is retried with backoff.
+//! [`controller_utils`] holds what several controllers share: expectations, pod
+//! creation from a template, adoption and release of pods, the deletion ranking.
+
+pub mod app;
+pub mod controller_utils;
+pub mod error;
+pub mod replicaset;
+
+pub use error::Error;

@@ -1,0 +1,565 @@
+//! The ReplicaSet controller (upstream `pkg/controller/replicaset/replica_set.go`):
+//! keeps `spec.replicas` active pods matching each ReplicaSet's selector, adopting
+//! orphans that match and releasing owned pods that no longer do, and reports
+//! `status.replicas`, `fullyLabeledReplicas`, `readyReplicas`, `availableReplicas`,
+//! `observedGeneration` and the `ReplicaFailure` condition.
+//!
+//! Creates go in slow-start batches (1, 2, 4, ...), at most 500 per sync; surplus pods
+//! are deleted in upstream's order ([`pods_to_delete`]). Expectations hold a ReplicaSet
+//! back until the watch has shown the pods of its last sync, so that no pod is created
+//! twice. Events: `SuccessfulCreate`, `FailedCreate`, `SuccessfulDelete`,
+//! `FailedDelete`, from `replicaset-controller`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use skiff_api::core::pod::conditions::{is_pod_active, is_pod_available, is_pod_ready};
+use skiff_api::selector::LabelSelector;
+use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
+use skiff_client::events::{EventDetails, EventRecorder, reference};
+use skiff_client::workqueue::WorkQueue;
+use tokio_util::sync::CancellationToken;
+
+use crate::Error;
+use crate::controller_utils::{
+    BURST_REPLICAS, Expectations, SLOW_START_INITIAL_BATCH_SIZE, controller_of, controller_ref,
+    pod_from_template, pod_key, pods_to_delete, run_workers, slow_start_batch,
+};
+
+/// The controller's name (`--controllers`, the events' reporting controller).
+pub const NAME: &str = "replicaset-controller";
+
+/// The ReplicaSet controller; see the module doc.
+pub struct ReplicaSetController {
+    client: kube::Client,
+    replica_sets: Arc<SharedInformer<ReplicaSet>>,
+    pods: Arc<SharedInformer<Pod>>,
+    queue: Arc<WorkQueue<String>>,
+    expectations: Arc<Expectations>,
+    recorder: EventRecorder,
+}
+
+impl std::fmt::Debug for ReplicaSetController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaSetController")
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the event handlers need, apart from the controller.
+#[derive(Clone)]
+struct Handlers {
+    replica_sets: Arc<SharedInformer<ReplicaSet>>,
+    queue: Arc<WorkQueue<String>>,
+    expectations: Arc<Expectations>,
+}
+
+impl Handlers {
+    /// The ReplicaSet controlling `pod`, if it is in the cache with the referenced UID
+    /// (upstream `resolveControllerRef`).
+    fn owner(&self, pod: &Pod) -> Option<Arc<ReplicaSet>> {
+        let r = controller_of(&pod.metadata)?;
+        if r.kind != "ReplicaSet" {
+            return None;
+        }
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+        let rs = self.replica_sets.store().get(&format!("{ns}/{}", r.name))?;
+        (rs.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(rs)
+    }
+
+    /// Queues the ReplicaSets of the pod's namespace whose selector matches it (an
+    /// orphan may be adopted; upstream `getPodReplicaSets`).
+    fn queue_matching(&self, pod: &Pod) {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        for rs in self.replica_sets.store().list() {
+            if rs.metadata.namespace.as_deref() != Some(ns) {
+                continue;
+            }
+            let matches = LabelSelector::from_meta(&rs.spec.selector)
+                .is_ok_and(|sel| !sel.is_empty() && sel.matches(&labels));
+            if matches {
+                self.queue.add(object_key(rs.as_ref()));
+            }
+        }
+    }
+
+    fn pod_deleted(&self, pod: &Pod) {
+        if let Some(rs) = self.owner(pod) {
+            let key = object_key(rs.as_ref());
+            self.expectations.deletion_observed(&key, &pod_key(pod));
+            self.queue.add(key);
+        }
+    }
+
+    fn on_pod(&self, delta: &Delta<Pod>) {
+        match delta {
+            Delta::Added(pod) => {
+                if pod.metadata.deletion_timestamp.is_some() {
+                    self.pod_deleted(pod);
+                } else if let Some(rs) = self.owner(pod) {
+                    let key = object_key(rs.as_ref());
+                    self.expectations.creation_observed(&key);
+                    self.queue.add(key);
+                } else if controller_of(&pod.metadata).is_none() {
+                    self.queue_matching(pod);
+                }
+            }
+            Delta::Updated(old, new) => {
+                let labels_changed = old.metadata.labels != new.metadata.labels;
+                if new.metadata.deletion_timestamp.is_some() {
+                    self.pod_deleted(new);
+                    if labels_changed {
+                        self.pod_deleted(old);
+                    }
+                    return;
+                }
+                let ref_changed = controller_of(&old.metadata) != controller_of(&new.metadata);
+                if ref_changed && let Some(rs) = self.owner(old) {
+                    self.queue.add(object_key(rs.as_ref()));
+                }
+                if let Some(rs) = self.owner(new) {
+                    let key = object_key(rs.as_ref());
+                    let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
+                    if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
+                        // Available once ready for minReadySeconds: look again then.
+                        self.queue.add_after(
+                            key.clone(),
+                            Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1),
+                        );
+                    }
+                    self.queue.add(key);
+                } else if (labels_changed || ref_changed) && controller_of(&new.metadata).is_none()
+                {
+                    self.queue_matching(new);
+                }
+            }
+            Delta::Deleted(pod) => self.pod_deleted(pod),
+        }
+    }
+
+    fn on_replica_set(&self, delta: &Delta<ReplicaSet>) {
+        match delta {
+            Delta::Added(rs) | Delta::Updated(_, rs) => self.queue.add(object_key(rs.as_ref())),
+            Delta::Deleted(rs) => {
+                let key = object_key(rs.as_ref());
+                self.expectations.delete(&key);
+                self.queue.add(key);
+            }
+        }
+    }
+}
+
+impl ReplicaSetController {
+    /// The controller over the factory's ReplicaSet and Pod informers, its handlers
+    /// registered.
+    pub fn new(
+        client: kube::Client,
+        factory: &SharedInformerFactory,
+        recorder: EventRecorder,
+    ) -> Arc<Self> {
+        let handlers = Handlers {
+            replica_sets: factory.informer::<ReplicaSet>(),
+            queue: Arc::new(WorkQueue::new("replicaset")),
+            expectations: Arc::new(Expectations::default()),
+        };
+        let pods = factory.informer::<Pod>();
+        let h = handlers.clone();
+        handlers
+            .replica_sets
+            .add_event_handler(Box::new(move |d| h.on_replica_set(d)));
+        let h = handlers.clone();
+        pods.add_event_handler(Box::new(move |d| h.on_pod(d)));
+        Arc::new(Self {
+            client,
+            replica_sets: handlers.replica_sets,
+            pods,
+            queue: handlers.queue,
+            expectations: handlers.expectations,
+            recorder,
+        })
+    }
+
+    /// Waits for the informers, then syncs with `workers` workers until `cancel`
+    /// (`--concurrent-replicaset-syncs`, default 5).
+    pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = async {
+                self.replica_sets.wait_for_sync().await;
+                self.pods.wait_for_sync().await;
+            } => {}
+        }
+        let this = Arc::clone(&self);
+        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
+            let this = Arc::clone(&this);
+            async move { this.sync(&key).await }
+        })
+        .await;
+    }
+
+    fn event(&self, rs: &ReplicaSet, type_: &str, reason: &str, note: &str) {
+        self.recorder.eventf(
+            reference(rs),
+            None,
+            EventDetails {
+                type_,
+                reason,
+                action: "Sync",
+                note,
+            },
+        );
+    }
+
+    /// One sync of the ReplicaSet `key` (upstream `syncReplicaSet`).
+    async fn sync(&self, key: &str) -> Result<(), Error> {
+        let Some(rs) = self.replica_sets.store().get(key) else {
+            self.expectations.delete(key);
+            return Ok(());
+        };
+        let needs_sync = self.expectations.satisfied(key);
+        let spec = rs.spec.clone();
+        let selector = LabelSelector::from_meta(&spec.selector)
+            .map_err(|e| Error::Invalid(format!("invalid selector of {key}: {e}")))?;
+        let ns = rs.metadata.namespace.clone().unwrap_or_default();
+        let candidates: Vec<Arc<Pod>> = self
+            .pods
+            .store()
+            .list()
+            .into_iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && is_pod_active(p))
+            .collect();
+        let pods = self.claim_pods(&rs, &selector, candidates).await?;
+        let mut manage_err = None;
+        if needs_sync && rs.metadata.deletion_timestamp.is_none() {
+            manage_err = self.manage_replicas(key, &rs, &pods).await.err();
+        }
+        let now = Timestamp::now();
+        let status = calculate_status(&rs, &pods, manage_err.as_ref(), now);
+        let rs = self.update_status(&rs, status).await?;
+        let want = spec.replicas.unwrap_or(1);
+        let min_ready = spec.min_ready_seconds.unwrap_or(0);
+        if let Some(e) = manage_err {
+            return Err(e);
+        }
+        let st = rs.status.clone().unwrap_or_default();
+        if min_ready > 0 && st.ready_replicas == Some(want) && st.available_replicas != Some(want) {
+            self.queue.add_after(
+                key.to_owned(),
+                Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)),
+            );
+        }
+        Ok(())
+    }
+
+    /// Adopts the orphans that match and releases the owned pods that do not (upstream
+    /// `ControllerRefManager.ClaimPods`); the pods the ReplicaSet owns afterwards.
+    async fn claim_pods(
+        &self,
+        rs: &ReplicaSet,
+        selector: &LabelSelector,
+        candidates: Vec<Arc<Pod>>,
+    ) -> Result<Vec<Arc<Pod>>, Error> {
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let deleting = rs.metadata.deletion_timestamp.is_some();
+        let mut claimed = Vec::new();
+        let mut can_adopt: Option<Result<(), String>> = None;
+        let mut errors = Vec::new();
+        for pod in candidates {
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            let matches = !selector.is_empty() && selector.matches(&labels);
+            match controller_of(&pod.metadata) {
+                Some(r) if r.uid != uid => {}
+                Some(_) => {
+                    if matches || deleting {
+                        if matches {
+                            claimed.push(pod);
+                        }
+                        continue;
+                    }
+                    if let Err(e) = self.release(rs, &pod).await {
+                        errors.push(e);
+                    }
+                }
+                None => {
+                    if deleting || !matches || pod.metadata.deletion_timestamp.is_some() {
+                        continue;
+                    }
+                    let ok = match &can_adopt {
+                        Some(r) => r.clone(),
+                        None => {
+                            let r = self.recheck(rs).await;
+                            can_adopt = Some(r.clone());
+                            r
+                        }
+                    };
+                    if let Err(e) = ok {
+                        errors.push(Error::Invalid(e));
+                        continue;
+                    }
+                    match self.adopt(rs, &pod).await {
+                        Ok(Some(p)) => claimed.push(Arc::new(p)),
+                        Ok(None) => {}
+                        Err(e) => errors.push(e),
+                    }
+                }
+            }
+        }
+        match errors.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(claimed),
+        }
+    }
+
+    /// Reads the ReplicaSet afresh: adoption goes ahead only if it is the same object
+    /// and not being deleted (upstream `RecheckDeletionTimestamp`).
+    async fn recheck(&self, rs: &ReplicaSet) -> Result<(), String> {
+        let ns = rs.metadata.namespace.as_deref().unwrap_or("");
+        let name = rs.metadata.name.as_deref().unwrap_or("");
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        let fresh = api.get(name).await.map_err(|e| e.to_string())?;
+        if fresh.metadata.uid != rs.metadata.uid {
+            return Err(format!(
+                "original ReplicaSet {ns}/{name} is gone: got uid {}, wanted {}",
+                fresh.metadata.uid.unwrap_or_default(),
+                rs.metadata.uid.clone().unwrap_or_default()
+            ));
+        }
+        if fresh.metadata.deletion_timestamp.is_some() {
+            return Err(format!(
+                "{ns}/{name} has just been deleted at {:?}",
+                fresh.metadata.deletion_timestamp.map(|t| t.0.to_string())
+            ));
+        }
+        Ok(())
+    }
+
+    async fn adopt(&self, rs: &ReplicaSet, pod: &Pod) -> Result<Option<Pod>, Error> {
+        let r = controller_ref(&rs.metadata, "apps/v1", "ReplicaSet");
+        let patch = json!({"metadata": {
+            "ownerReferences": [r],
+            "uid": pod.metadata.uid,
+        }});
+        self.patch_pod(pod, patch).await
+    }
+
+    async fn release(&self, rs: &ReplicaSet, pod: &Pod) -> Result<(), Error> {
+        let patch = json!({"metadata": {
+            "ownerReferences": [{"$patch": "delete", "uid": rs.metadata.uid}],
+            "uid": pod.metadata.uid,
+        }});
+        self.patch_pod(pod, patch).await.map(drop)
+    }
+
+    /// A strategic merge patch of the pod; a pod already gone is no error.
+    async fn patch_pod(&self, pod: &Pod, patch: serde_json::Value) -> Result<Option<Pod>, Error> {
+        let api: Api<Pod> = Api::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or(""),
+        );
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            Ok(p) => Ok(Some(p)),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 422 => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Creates or deletes pods toward `spec.replicas` (upstream `manageReplicas`).
+    async fn manage_replicas(
+        &self,
+        key: &str,
+        rs: &ReplicaSet,
+        pods: &[Arc<Pod>],
+    ) -> Result<(), Error> {
+        let spec = rs.spec.clone();
+        let want = usize::try_from(spec.replicas.unwrap_or(1)).unwrap_or(0);
+        let ns = rs.metadata.namespace.clone().unwrap_or_default();
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        if pods.len() < want {
+            let diff = (want - pods.len()).min(BURST_REPLICAS);
+            self.expectations.expect_creations(key, diff);
+            tracing::debug!(
+                replicaset = key,
+                need = want,
+                creating = diff,
+                "too few replicas"
+            );
+            let template = spec.template.clone().unwrap_or_default();
+            let owner = controller_ref(&rs.metadata, "apps/v1", "ReplicaSet");
+            let (created, err) = slow_start_batch(diff, SLOW_START_INITIAL_BATCH_SIZE, || {
+                let pod = pod_from_template(&template, &ns, &name, owner.clone());
+                let api = api.clone();
+                async move {
+                    match api.create(&PostParams::default(), &pod).await {
+                        Ok(p) => {
+                            let note = format!(
+                                "Created pod: {}",
+                                p.metadata.name.as_deref().unwrap_or("")
+                            );
+                            self.event(rs, "Normal", "SuccessfulCreate", &note);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            self.event(
+                                rs,
+                                "Warning",
+                                "FailedCreate",
+                                &format!("Error creating: {e}"),
+                            );
+                            Err(e.into())
+                        }
+                    }
+                }
+            })
+            .await;
+            for _ in created..diff {
+                self.expectations.creation_observed(key);
+            }
+            return err.map_or(Ok(()), Err);
+        }
+        if pods.len() > want {
+            let diff = (pods.len() - want).min(BURST_REPLICAS);
+            let all: Vec<&Pod> = pods.iter().map(AsRef::as_ref).collect();
+            let victims = pods_to_delete(&all, &all, diff, Timestamp::now());
+            self.expectations
+                .expect_deletions(key, victims.iter().map(|p| pod_key(p)).collect());
+            tracing::debug!(
+                replicaset = key,
+                need = want,
+                deleting = diff,
+                "too many replicas"
+            );
+            let results = futures::future::join_all(victims.iter().map(|p| {
+                let api = api.clone();
+                async move {
+                    let pname = p.metadata.name.as_deref().unwrap_or("");
+                    match api.delete(pname, &DeleteParams::default()).await {
+                        Ok(_) => {
+                            self.event(
+                                rs,
+                                "Normal",
+                                "SuccessfulDelete",
+                                &format!("Deleted pod: {pname}"),
+                            );
+                            Ok(())
+                        }
+                        Err(e) => {
+                            self.expectations.deletion_observed(key, &pod_key(p));
+                            if matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                                return Ok(());
+                            }
+                            self.event(
+                                rs,
+                                "Warning",
+                                "FailedDelete",
+                                &format!("Error deleting: {e}"),
+                            );
+                            Err(Error::from(e))
+                        }
+                    }
+                }
+            }))
+            .await;
+            return results
+                .into_iter()
+                .find_map(Result::err)
+                .map_or(Ok(()), Err);
+        }
+        Ok(())
+    }
+
+    /// Writes `status` unless the ReplicaSet already has it (upstream
+    /// `updateReplicaSetStatus`); the ReplicaSet as written.
+    async fn update_status(
+        &self,
+        rs: &Arc<ReplicaSet>,
+        status: ReplicaSetStatus,
+    ) -> Result<Arc<ReplicaSet>, Error> {
+        if rs.status.as_ref() == Some(&status) {
+            return Ok(Arc::clone(rs));
+        }
+        let ns = rs.metadata.namespace.as_deref().unwrap_or("");
+        let name = rs.metadata.name.as_deref().unwrap_or("");
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        let mut updated = (**rs).clone();
+        updated.status = Some(status);
+        let written = api
+            .replace_status(name, &PostParams::default(), &updated)
+            .await?;
+        Ok(Arc::new(written))
+    }
+}
+
+/// The status the pods give (upstream `calculateStatus`).
+fn calculate_status(
+    rs: &ReplicaSet,
+    pods: &[Arc<Pod>],
+    manage_err: Option<&Error>,
+    now: Timestamp,
+) -> ReplicaSetStatus {
+    let spec = rs.spec.clone();
+    let template_labels: BTreeMap<String, String> = spec
+        .template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let min_ready = spec.min_ready_seconds.unwrap_or(0);
+    let count = |f: &dyn Fn(&Pod) -> bool| {
+        i32::try_from(pods.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX)
+    };
+    let fully_labeled = count(&|p: &Pod| {
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        template_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+    });
+    let ready = count(&|p: &Pod| is_pod_ready(p));
+    let available = count(&|p: &Pod| is_pod_available(p, min_ready, now));
+    let old = rs.status.clone().unwrap_or_default();
+    let mut conditions: Vec<ReplicaSetCondition> = old.conditions.clone().unwrap_or_default();
+    let has_failure = conditions
+        .iter()
+        .any(|c| c.type_.as_deref() == Some("ReplicaFailure"));
+    match manage_err {
+        Some(e) if !has_failure => {
+            let want = usize::try_from(spec.replicas.unwrap_or(1)).unwrap_or(0);
+            let reason = if pods.len() < want {
+                "FailedCreate"
+            } else {
+                "FailedDelete"
+            };
+            conditions.push(ReplicaSetCondition {
+                type_: Some("ReplicaFailure".to_owned()),
+                status: Some("True".to_owned()),
+                reason: Some(reason.to_owned()),
+                message: Some(e.to_string()),
+                last_transition_time: Some(Time(now)),
+            });
+        }
+        None if has_failure => conditions.retain(|c| c.type_.as_deref() != Some("ReplicaFailure")),
+        _ => {}
+    }
+    let nonzero = |n: i32| (n != 0).then_some(n);
+    ReplicaSetStatus {
+        replicas: i32::try_from(pods.len()).unwrap_or(i32::MAX),
+        fully_labeled_replicas: nonzero(fully_labeled),
+        ready_replicas: nonzero(ready),
+        available_replicas: nonzero(available),
+        observed_generation: rs.metadata.generation,
+        conditions: (!conditions.is_empty()).then_some(conditions),
+        terminating_replicas: old.terminating_replicas,
+    }
+}

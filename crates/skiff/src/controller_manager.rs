@@ -1,0 +1,29 @@
+//! `skiff controller-manager`: the controller manager alone, against any API server.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::ControllerManagerArgs;
+
+/// Runs the controller manager until SIGTERM or SIGINT; leadership lost ends it with an
+/// error.
+pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
+    let opts = skiff_controllers::app::Options {
+        controllers: args.controllers,
+        concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
+        leader_elect: args.leader_elect,
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+        kube_api_qps: args.kube_api_qps,
+        kube_api_burst: args.kube_api_burst,
+        ..skiff_controllers::app::Options::new(args.kubeconfig)
+    };
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        crate::signals::shutdown().await;
+        stop.cancel();
+    });
+    skiff_controllers::app::run(opts, cancel).await?;
+    Ok(())
+}

@@ -494,11 +494,27 @@ impl ReplicaSetController {
         let name = rs.metadata.name.as_deref().unwrap_or("");
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
         let mut updated = (**rs).clone();
-        updated.status = Some(status);
-        let written = api
+        updated.status = Some(status.clone());
+        match api
             .replace_status(name, &PostParams::default(), &updated)
-            .await?;
-        Ok(Arc::new(written))
+            .await
+        {
+            Ok(written) => Ok(Arc::new(written)),
+            // The cache was behind (a scale, a label): one retry on the object as it is
+            // now, as upstream's statusUpdateRetries.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let mut fresh = api.get(name).await?;
+                if fresh.metadata.uid != rs.metadata.uid {
+                    return Err(Error::Invalid(format!("{ns}/{name} was replaced")));
+                }
+                fresh.status = Some(status);
+                let written = api
+                    .replace_status(name, &PostParams::default(), &fresh)
+                    .await?;
+                Ok(Arc::new(written))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

@@ -9,10 +9,16 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams};
+use serde::de::DeserializeOwned;
+use serde_json::json;
 use skiff_api::core::pod::conditions::{is_pod_ready, pod_phase, ready_condition};
+use skiff_api::selector::LabelSelector;
 use skiff_client::workqueue::WorkQueue;
 use tokio_util::sync::CancellationToken;
 
@@ -157,6 +163,134 @@ pub fn pod_from_template(
         },
         spec: template.spec.clone(),
         status: None,
+    }
+}
+
+/// The owner in a claim: its metadata and its `apiVersion` and `kind`.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner<'a> {
+    /// The owner's metadata (name, namespace, uid, deletionTimestamp).
+    pub meta: &'a ObjectMeta,
+    /// `apps/v1`, `batch/v1`, ...
+    pub api_version: &'a str,
+    /// `ReplicaSet`, `Deployment`, ...
+    pub kind: &'a str,
+}
+
+/// Adopts the orphans among `candidates` that `selector` matches and releases the
+/// objects `owner` controls that it no longer matches (upstream
+/// `ControllerRefManager.ClaimObject`); the objects the owner controls afterwards.
+/// Adoption first re-reads the owner with `recheck` (once), and adopts nothing if it
+/// is gone, replaced (another UID) or being deleted (`RecheckDeletionTimestamp`); an
+/// owner being deleted releases nothing either. Objects already gone are skipped.
+///
+/// Errors: the first failed patch or recheck, after all candidates were tried.
+pub async fn claim<K, F, Fut>(
+    client: &kube::Client,
+    owner: &Owner<'_>,
+    selector: &LabelSelector,
+    candidates: Vec<Arc<K>>,
+    recheck: F,
+) -> Result<Vec<Arc<K>>, Error>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<ObjectMeta, Error>>,
+{
+    let uid = owner.meta.uid.clone().unwrap_or_default();
+    let deleting = owner.meta.deletion_timestamp.is_some();
+    let mut claimed = Vec::new();
+    let mut recheck = Some(recheck);
+    let mut can_adopt: Option<Result<(), String>> = None;
+    let mut errors = Vec::new();
+    for obj in candidates {
+        let meta = obj.meta();
+        let labels = meta.labels.clone().unwrap_or_default();
+        let matches = !selector.is_empty() && selector.matches(&labels);
+        match controller_of(meta) {
+            Some(r) if r.uid != uid => {}
+            Some(_) => {
+                if matches {
+                    claimed.push(obj);
+                } else if !deleting {
+                    let patch = json!({"metadata": {
+                        "ownerReferences": [{"$patch": "delete", "uid": uid}],
+                        "uid": meta.uid,
+                    }});
+                    if let Err(e) = patch_object::<K>(client, meta, patch).await {
+                        errors.push(e);
+                    }
+                }
+            }
+            None => {
+                if deleting || !matches || meta.deletion_timestamp.is_some() {
+                    continue;
+                }
+                if can_adopt.is_none()
+                    && let Some(f) = recheck.take()
+                {
+                    can_adopt = Some(match f().await {
+                        Err(e) => Err(e.to_string()),
+                        Ok(fresh) if fresh.uid != owner.meta.uid => Err(format!(
+                            "original {} {}/{} is gone: got uid {}, wanted {uid}",
+                            owner.kind,
+                            owner.meta.namespace.as_deref().unwrap_or(""),
+                            owner.meta.name.as_deref().unwrap_or(""),
+                            fresh.uid.unwrap_or_default(),
+                        )),
+                        Ok(fresh) if fresh.deletion_timestamp.is_some() => Err(format!(
+                            "{}/{} has just been deleted",
+                            owner.meta.namespace.as_deref().unwrap_or(""),
+                            owner.meta.name.as_deref().unwrap_or("")
+                        )),
+                        Ok(_) => Ok(()),
+                    });
+                }
+                if let Some(Err(e)) = &can_adopt {
+                    errors.push(Error::Invalid(e.clone()));
+                    continue;
+                }
+                let r = controller_ref(owner.meta, owner.api_version, owner.kind);
+                let patch = json!({"metadata": {"ownerReferences": [r], "uid": meta.uid}});
+                match patch_object::<K>(client, meta, patch).await {
+                    Ok(Some(adopted)) => claimed.push(Arc::new(adopted)),
+                    Ok(None) => {}
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+    }
+    match errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(claimed),
+    }
+}
+
+/// A strategic merge patch of the object `meta` names; one already gone (404) or
+/// replaced (the `uid` precondition fails: 422) is no error (None).
+async fn patch_object<K>(
+    client: &kube::Client,
+    meta: &ObjectMeta,
+    patch: serde_json::Value,
+) -> Result<Option<K>, Error>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), meta.namespace.as_deref().unwrap_or(""));
+    let name = meta.name.as_deref().unwrap_or("");
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+    {
+        Ok(o) => Ok(Some(o)),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 422 => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -18,8 +18,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStat
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, DeleteParams, PostParams};
 use skiff_api::core::pod::conditions::{is_pod_active, is_pod_available, is_pod_ready};
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
@@ -29,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::controller_utils::{
-    BURST_REPLICAS, Expectations, SLOW_START_INITIAL_BATCH_SIZE, controller_of, controller_ref,
-    pod_from_template, pod_key, pods_to_delete, run_workers, slow_start_batch,
+    BURST_REPLICAS, Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_of,
+    controller_ref, pod_from_template, pod_key, pods_to_delete, run_workers, slow_start_batch,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -267,112 +266,20 @@ impl ReplicaSetController {
         selector: &LabelSelector,
         candidates: Vec<Arc<Pod>>,
     ) -> Result<Vec<Arc<Pod>>, Error> {
-        let uid = rs.metadata.uid.clone().unwrap_or_default();
-        let deleting = rs.metadata.deletion_timestamp.is_some();
-        let mut claimed = Vec::new();
-        let mut can_adopt: Option<Result<(), String>> = None;
-        let mut errors = Vec::new();
-        for pod in candidates {
-            let labels = pod.metadata.labels.clone().unwrap_or_default();
-            let matches = !selector.is_empty() && selector.matches(&labels);
-            match controller_of(&pod.metadata) {
-                Some(r) if r.uid != uid => {}
-                Some(_) => {
-                    if matches || deleting {
-                        if matches {
-                            claimed.push(pod);
-                        }
-                        continue;
-                    }
-                    if let Err(e) = self.release(rs, &pod).await {
-                        errors.push(e);
-                    }
-                }
-                None => {
-                    if deleting || !matches || pod.metadata.deletion_timestamp.is_some() {
-                        continue;
-                    }
-                    let ok = match &can_adopt {
-                        Some(r) => r.clone(),
-                        None => {
-                            let r = self.recheck(rs).await;
-                            can_adopt = Some(r.clone());
-                            r
-                        }
-                    };
-                    if let Err(e) = ok {
-                        errors.push(Error::Invalid(e));
-                        continue;
-                    }
-                    match self.adopt(rs, &pod).await {
-                        Ok(Some(p)) => claimed.push(Arc::new(p)),
-                        Ok(None) => {}
-                        Err(e) => errors.push(e),
-                    }
-                }
-            }
-        }
-        match errors.into_iter().next() {
-            Some(e) => Err(e),
-            None => Ok(claimed),
-        }
-    }
-
-    /// Reads the ReplicaSet afresh: adoption goes ahead only if it is the same object
-    /// and not being deleted (upstream `RecheckDeletionTimestamp`).
-    async fn recheck(&self, rs: &ReplicaSet) -> Result<(), String> {
-        let ns = rs.metadata.namespace.as_deref().unwrap_or("");
-        let name = rs.metadata.name.as_deref().unwrap_or("");
-        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
-        let fresh = api.get(name).await.map_err(|e| e.to_string())?;
-        if fresh.metadata.uid != rs.metadata.uid {
-            return Err(format!(
-                "original ReplicaSet {ns}/{name} is gone: got uid {}, wanted {}",
-                fresh.metadata.uid.unwrap_or_default(),
-                rs.metadata.uid.clone().unwrap_or_default()
-            ));
-        }
-        if fresh.metadata.deletion_timestamp.is_some() {
-            return Err(format!(
-                "{ns}/{name} has just been deleted at {:?}",
-                fresh.metadata.deletion_timestamp.map(|t| t.0.to_string())
-            ));
-        }
-        Ok(())
-    }
-
-    async fn adopt(&self, rs: &ReplicaSet, pod: &Pod) -> Result<Option<Pod>, Error> {
-        let r = controller_ref(&rs.metadata, "apps/v1", "ReplicaSet");
-        let patch = json!({"metadata": {
-            "ownerReferences": [r],
-            "uid": pod.metadata.uid,
-        }});
-        self.patch_pod(pod, patch).await
-    }
-
-    async fn release(&self, rs: &ReplicaSet, pod: &Pod) -> Result<(), Error> {
-        let patch = json!({"metadata": {
-            "ownerReferences": [{"$patch": "delete", "uid": rs.metadata.uid}],
-            "uid": pod.metadata.uid,
-        }});
-        self.patch_pod(pod, patch).await.map(drop)
-    }
-
-    /// A strategic merge patch of the pod; a pod already gone is no error.
-    async fn patch_pod(&self, pod: &Pod, patch: serde_json::Value) -> Result<Option<Pod>, Error> {
-        let api: Api<Pod> = Api::namespaced(
+        let owner = Owner {
+            meta: &rs.metadata,
+            api_version: "apps/v1",
+            kind: "ReplicaSet",
+        };
+        let api: Api<ReplicaSet> = Api::namespaced(
             self.client.clone(),
-            pod.metadata.namespace.as_deref().unwrap_or(""),
+            rs.metadata.namespace.as_deref().unwrap_or(""),
         );
-        let name = pod.metadata.name.as_deref().unwrap_or("");
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-        {
-            Ok(p) => Ok(Some(p)),
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 422 => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        claim(&self.client, &owner, selector, candidates, || async {
+            Ok(api.get(&name).await?.metadata)
+        })
+        .await
     }
 
     /// Creates or deletes pods toward `spec.replicas` (upstream `manageReplicas`).

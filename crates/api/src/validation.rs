@@ -81,6 +81,28 @@ pub fn int_or_percent_value(value: &IntOrString) -> i64 {
     }
 }
 
+/// The integer an int-or-percent stands for out of `total` (upstream
+/// `intstr.GetScaledValueFromIntOrPercent`): the integer itself, or the percent of
+/// `total` rounded up or down. Errors: a string that is no percent, as upstream's
+/// `invalid value for IntOrString`.
+pub fn scaled_value(value: &IntOrString, total: i32, round_up: bool) -> Result<i32, String> {
+    match value {
+        IntOrString::Int(i) => Ok(*i),
+        IntOrString::String(s) => {
+            let p = percent(s)
+                .filter(|_| s.ends_with('%'))
+                .ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
+            let scaled = i128::from(p) * i128::from(total);
+            let v = if round_up {
+                (scaled + 99).div_euclid(100)
+            } else {
+                scaled.div_euclid(100)
+            };
+            Ok(i32::try_from(v).unwrap_or(i32::MAX))
+        }
+    }
+}
+
 /// `IsNotMoreThan100Percent`.
 pub fn not_more_than_100_percent(value: &IntOrString, path: &Path) -> ErrorList {
     match value {
@@ -148,6 +170,17 @@ pub fn workload_selector(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scaled_values_round_as_asked() {
+        let pct = |s: &str| IntOrString::String(s.to_owned());
+        assert_eq!(scaled_value(&IntOrString::Int(3), 10, true), Ok(3));
+        assert_eq!(scaled_value(&pct("25%"), 10, true), Ok(3));
+        assert_eq!(scaled_value(&pct("25%"), 10, false), Ok(2));
+        assert_eq!(scaled_value(&pct("0%"), 10, true), Ok(0));
+        assert_eq!(scaled_value(&pct("100%"), 7, false), Ok(7));
+        assert!(scaled_value(&pct("abc"), 10, true).is_err());
+    }
 
     #[test]
     fn int_or_percent_messages_match_upstream() {

@@ -14,10 +14,10 @@ use skiff_client::leaderelection::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{Error, replicaset};
+use crate::{Error, deployment, replicaset};
 
 /// The controllers Skiff has, with upstream's `--controllers` names.
-pub const KNOWN_CONTROLLERS: &[&str] = &[replicaset::NAME];
+pub const KNOWN_CONTROLLERS: &[&str] = &[deployment::NAME, replicaset::NAME];
 
 /// How to run the controller manager (the flags).
 #[derive(Debug, Clone)]
@@ -29,6 +29,8 @@ pub struct Options {
     pub controllers: Vec<String>,
     /// `--concurrent-replicaset-syncs` (default 5).
     pub concurrent_replicaset_syncs: usize,
+    /// `--concurrent-deployment-syncs` (default 5).
+    pub concurrent_deployment_syncs: usize,
     /// `--leader-elect` (default true).
     pub leader_elect: bool,
     /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
@@ -51,6 +53,7 @@ impl Options {
             kubeconfig,
             controllers: vec!["*".to_owned()],
             concurrent_replicaset_syncs: 5,
+            concurrent_deployment_syncs: 5,
             leader_elect: true,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -137,6 +140,14 @@ pub async fn run_controllers(opts: &Options, client: kube::Client, cancel: Cance
             recorders.recorder(replicaset::NAME),
         );
         tasks.spawn(Arc::clone(&rs).run(opts.concurrent_replicaset_syncs, cancel.clone()));
+    }
+    if enabled(&opts.controllers, deployment::NAME).unwrap_or(false) {
+        let d = deployment::DeploymentController::new(
+            client.clone(),
+            &factory,
+            recorders.recorder(deployment::NAME),
+        );
+        tasks.spawn(Arc::clone(&d).run(opts.concurrent_deployment_syncs, cancel.clone()));
     }
     factory.start(&cancel);
     while tasks.join_next().await.is_some() {}

@@ -466,6 +466,9 @@ pub struct ControllerManagerArgs {
     /// ReplicaSets synced at once.
     #[arg(long, default_value_t = 5)]
     pub concurrent_replicaset_syncs: usize,
+    /// Deployments synced at once.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_deployment_syncs: usize,
     /// Run under leader election on the Lease kube-system/kube-controller-manager.
     #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     pub leader_elect: bool,

@@ -283,3 +283,302 @@ async fn replica_set_creates_adopts_scales_and_releases() {
     .await;
     assert!(seen_all.is_ok(), "events {reasons:?}; log:\n{}", cm.log());
 }
+
+/// Plays the kubelets: every pod that appears is marked Running and Ready at once.
+fn simulate_kubelets(pods: Api<Pod>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let stream = watcher::watcher(pods.clone(), watcher::Config::default());
+        futures::pin_mut!(stream);
+        while let Ok(Some(ev)) = stream.try_next().await {
+            let (WatchEvent::Apply(p) | WatchEvent::InitApply(p)) = ev else {
+                continue;
+            };
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            if ready || p.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let patch = json!({"status": {"phase": "Running", "conditions": [{
+                "type": "Ready", "status": "True",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }]}});
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let _ = pods
+                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                .await;
+        }
+    })
+}
+
+fn kubectl(api: &ApiServer, args: &[&str]) -> String {
+    let out = api.kubectl(33, args);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The largest value `measure` takes over the objects of `api` labelled `app=web`, from
+/// the first complete list until `stop`.
+async fn watch_extreme<K>(
+    api: Api<K>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    measure: impl Fn(&BTreeMap<String, K>) -> usize + Send + 'static,
+) -> (usize, Vec<String>)
+where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static
+        + k8s_openapi::serde::Serialize,
+{
+    let stream = watcher::watcher(api, watcher::Config::default().labels("app=web"));
+    futures::pin_mut!(stream);
+    let mut seen: BTreeMap<String, K> = BTreeMap::new();
+    let mut synced = false;
+    let mut worst = 0;
+    let mut trace = Vec::new();
+    loop {
+        let ev = tokio::select! {
+            _ = stop.changed() => return (worst, trace),
+            ev = stream.try_next() => ev,
+        };
+        let Ok(Some(ev)) = ev else {
+            return (worst, trace);
+        };
+        let name = |o: &K| o.meta().name.clone().unwrap_or_default();
+        if let WatchEvent::Apply(o) | WatchEvent::Delete(o) = &ev {
+            trace.push(format!(
+                "{} rv {:?} {:?}",
+                name(o),
+                o.meta().resource_version,
+                serde_json::to_value(o)
+                    .ok()
+                    .and_then(|v| v.pointer("/spec/replicas").cloned())
+            ));
+        }
+        match ev {
+            WatchEvent::Init => seen.clear(),
+            WatchEvent::InitApply(o) | WatchEvent::Apply(o) => {
+                seen.insert(name(&o), o);
+            }
+            WatchEvent::InitDone => synced = true,
+            WatchEvent::Delete(o) => {
+                seen.remove(&name(&o));
+            }
+        }
+        if synced {
+            let m = measure(&seen);
+            trace.push(format!("  -> {m}"));
+            worst = worst.max(m);
+        }
+    }
+}
+
+fn images(pods: &BTreeMap<String, Pod>) -> Vec<String> {
+    let mut v: Vec<String> = pods
+        .values()
+        .filter_map(|p| p.spec.as_ref()?.containers.first()?.image.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_rolls_out_undoes_and_scales() {
+    let api = ApiServer::start(ApiServerOptions::new(
+        env!("CARGO_BIN_EXE_skiff"),
+        Backend::Sqlite,
+    ))
+    .unwrap_or_else(|e| panic!("start skiff apiserver: {e:#}"));
+    let cm = ControllerManager::start(&api, &["--leader-elect=false"]);
+    let client = api.client().await.expect("client");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let kubelets = simulate_kubelets(pods.clone());
+    let manifest = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "strategy": {"type": "RollingUpdate",
+                         "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/web:1"}]},
+            },
+        },
+    });
+    let path = api.data_dir().join("web.json");
+    std::fs::write(&path, manifest.to_string()).expect("write the manifest");
+    let path = path.to_string_lossy().into_owned();
+    kubectl(&api, &["apply", "-f", &path]);
+    let rollout = |what: &str| {
+        let out = api.kubectl(
+            33,
+            &["rollout", "status", "deployment/web", "--timeout=60s"],
+        );
+        assert!(
+            out.status.success(),
+            "{what}: {}{}\nlog:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            cm.log()
+        );
+    };
+    rollout("first rollout");
+    let first = wait_pods(&pods, "web", "3 pods of web:1", |m| {
+        m.len() == 3 && images(m).iter().all(|i| i.ends_with(":1"))
+    })
+    .await;
+    assert_eq!(first.len(), 3);
+
+    // The rolling update never has fewer than 2 ready pods, nor ReplicaSets asking for
+    // more than 4 pods in all (a pod being deleted may still be seen as a new one
+    // starts, with upstream too).
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let ready_floor = tokio::spawn(watch_extreme(
+        pods.clone(),
+        stop_rx.clone(),
+        |seen: &BTreeMap<String, Pod>| {
+            let ready = seen
+                .values()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                })
+                .count();
+            usize::MAX - ready
+        },
+    ));
+    let surge_ceiling = tokio::spawn(watch_extreme(
+        Api::<ReplicaSet>::namespaced(client.clone(), "default"),
+        stop_rx,
+        |seen: &BTreeMap<String, ReplicaSet>| {
+            seen.values()
+                .map(|rs| usize::try_from(rs.spec.replicas.unwrap_or(0)).unwrap_or(0))
+                .sum()
+        },
+    ));
+    kubectl(
+        &api,
+        &["set", "image", "deployment/web", "c=registry.example/web:2"],
+    );
+    rollout("rollout of web:2");
+    let second = wait_pods(&pods, "web", "3 pods of web:2", |m| {
+        m.len() == 3 && images(m).iter().all(|i| i.ends_with(":2"))
+    })
+    .await;
+    assert_eq!(second.len(), 3);
+    let _ = stop_tx.send(true);
+    let min_ready = usize::MAX - ready_floor.await.expect("ready watch").0;
+    // (the trace: each ReplicaSet change, `name rv spec.replicas`, and the sum after it)
+    let (max_pods, trace) = surge_ceiling.await.expect("ReplicaSet watch");
+    assert!(
+        min_ready >= 2,
+        "maxUnavailable 1 broken: {min_ready} ready pods at worst"
+    );
+    assert!(
+        max_pods <= 4,
+        "maxSurge 1 broken: ReplicaSets asked for {max_pods} pods: {trace:#?}\nlog:\n{}",
+        cm.log()
+    );
+
+    let history = kubectl(&api, &["rollout", "history", "deployment/web"]);
+    assert!(history.contains('1') && history.contains('2'), "{history}");
+    let d: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), "default");
+    let web = d.get("web").await.expect("get");
+    let revision = web
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("deployment.kubernetes.io/revision"))
+        .cloned();
+    assert_eq!(
+        revision.as_deref(),
+        Some("2"),
+        "{:?}",
+        web.metadata.annotations
+    );
+    let sets = kubectl(&api, &["get", "rs", "-l", "app=web", "-o", "name"]);
+    assert_eq!(sets.lines().count(), 2, "{sets}");
+
+    // Undo: back to web:1, by the old ReplicaSet (now revision 3).
+    kubectl(&api, &["rollout", "undo", "deployment/web"]);
+    rollout("undo");
+    wait_pods(&pods, "web", "3 pods of web:1 again", |m| {
+        m.len() == 3 && images(m).iter().all(|i| i.ends_with(":1"))
+    })
+    .await;
+    let sets = kubectl(&api, &["get", "rs", "-l", "app=web", "-o", "name"]);
+    assert_eq!(
+        sets.lines().count(),
+        2,
+        "no new ReplicaSet for an old template: {sets}\n{}\n{}",
+        kubectl(
+            &api,
+            &["get", "deploy", "web", "-o", "jsonpath={.spec.template}"]
+        ),
+        kubectl(
+            &api,
+            &[
+                "get",
+                "rs",
+                "-o",
+                "jsonpath={range .items[*]}{.spec.template}{\"\\n\"}{end}"
+            ]
+        )
+    );
+
+    // Scale to 0 and back.
+    kubectl(&api, &["scale", "deployment/web", "--replicas=0"]);
+    wait_pods(&pods, "web", "no pods", BTreeMap::is_empty).await;
+    kubectl(&api, &["scale", "deployment/web", "--replicas=3"]);
+    rollout("scaled back");
+    wait_pods(&pods, "web", "3 pods", |m| m.len() == 3).await;
+    // The status settles on 3 of everything, with upstream's conditions.
+    let cond = |c: &k8s_openapi::api::apps::v1::Deployment| {
+        let status = c.status.clone().unwrap_or_default();
+        let has = |t: &str, st: &str, reason: &str| {
+            status.conditions.iter().flatten().any(|c| {
+                c.type_.as_deref() == Some(t)
+                    && c.status.as_deref() == Some(st)
+                    && c.reason.as_deref() == Some(reason)
+            })
+        };
+        (
+            status.replicas,
+            status.updated_replicas,
+            status.available_replicas,
+        ) == (Some(3), Some(3), Some(3))
+            && has("Available", "True", "MinimumReplicasAvailable")
+            && has("Progressing", "True", "NewReplicaSetAvailable")
+    };
+    let settled = tokio::time::timeout(
+        WAIT,
+        kube::runtime::wait::await_condition(
+            d.clone(),
+            "web",
+            move |o: Option<&k8s_openapi::api::apps::v1::Deployment>| o.is_some_and(cond),
+        ),
+    )
+    .await;
+    assert!(
+        matches!(settled, Ok(Ok(_))),
+        "status {:?}; log:\n{}",
+        d.get("web").await.ok().and_then(|w| w.status),
+        cm.log()
+    );
+    kubelets.abort();
+}

@@ -85,8 +85,8 @@ impl<S: Strategy> Kind for Adapter<S> {
         self.strategy.status_subresource()
     }
 
-    fn status_takes_labels_and_annotations(&self) -> bool {
-        self.strategy.status_takes_labels_and_annotations()
+    fn status_meta_fields(&self) -> &'static [&'static str] {
+        self.strategy.status_meta_fields()
     }
 
     fn bumps_generation(&self) -> bool {

@@ -372,11 +372,13 @@ pub trait Strategy: Send + Sync + 'static {
         false
     }
 
-    /// Whether a `/status` write also takes the request's labels and annotations (upstream
-    /// status strategies that reset only the spec: nodes, whose kubelet patches its labels
-    /// through `nodes/status`, and pods).
-    fn status_takes_labels_and_annotations(&self) -> bool {
-        false
+    /// The metadata fields a `/status` write takes from the request besides the status
+    /// (upstream status strategies that reset only part of the object: nodes, whose
+    /// kubelet patches its labels through `nodes/status`, and pods take `labels` and
+    /// `annotations`; Deployments take `annotations`, where the controller writes the
+    /// revision). None by default (`ResetObjectMetaForStatus`).
+    fn status_meta_fields(&self) -> &'static [&'static str] {
+        &[]
     }
 
     /// Whether a change outside metadata and status bumps `metadata.generation` (kinds with
@@ -625,9 +627,9 @@ pub trait Kind: Send + Sync {
         None
     }
     fn status_subresource(&self) -> bool;
-    /// See [`Strategy::status_takes_labels_and_annotations`].
-    fn status_takes_labels_and_annotations(&self) -> bool {
-        false
+    /// See [`Strategy::status_meta_fields`].
+    fn status_meta_fields(&self) -> &'static [&'static str] {
+        &[]
     }
     fn bumps_generation(&self) -> bool;
     fn scale(&self) -> Option<&ScaleSpec>;

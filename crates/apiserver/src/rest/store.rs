@@ -504,10 +504,8 @@ impl<'a> Store<'a> {
             Target::Status => {
                 let mut updated = old.clone();
                 copy_status(new, &mut updated);
-                if self.kind.status_takes_labels_and_annotations() {
-                    for field in ["labels", "annotations"] {
-                        set_meta(&mut updated, field, meta_get(new, field).cloned());
-                    }
+                for field in self.kind.status_meta_fields() {
+                    set_meta(&mut updated, field, meta_get(new, field).cloned());
                 }
                 set_meta(
                     &mut updated,

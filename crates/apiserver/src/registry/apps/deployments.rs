@@ -27,6 +27,12 @@ impl Strategy for Deployments {
         true
     }
 
+    /// Upstream `deploymentStatusStrategy` resets the spec and labels only: the
+    /// controller writes the revision annotation with the status.
+    fn status_meta_fields(&self) -> &'static [&'static str] {
+        &["annotations"]
+    }
+
     fn bumps_generation(&self) -> bool {
         true
     }

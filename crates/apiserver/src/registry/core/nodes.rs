@@ -32,8 +32,8 @@ impl Strategy for Nodes {
         true
     }
 
-    fn status_takes_labels_and_annotations(&self) -> bool {
-        true
+    fn status_meta_fields(&self) -> &'static [&'static str] {
+        &["labels", "annotations"]
     }
 
     /// `proxy` (upstream `ProxyREST`): requests sent on to the node's kubelet.

@@ -5,7 +5,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::PODS;
+use super::{DEPLOYMENTS, PODS};
 use crate::registry::testing::Server;
 
 fn names(list: &Value) -> Vec<String> {
@@ -350,6 +350,40 @@ async fn namespace_finalize_replaces_only_spec_finalizers() {
     assert!(got.body["metadata"]["labels"].get("ignored").is_none());
     let get = server.send("GET", finalize, &Value::Null).await;
     assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+/// `deployments/status` takes annotations (the controller writes the revision there, as
+/// upstream's status strategy allows) but not labels or the spec.
+#[tokio::test]
+async fn deployment_status_takes_annotations_only() {
+    let server = Server::start().await;
+    let body: Value = serde_json::from_str(&super::deployment("web", 2)).expect("json");
+    let created = server.send("POST", DEPLOYMENTS, &body).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let patched = server
+        .send(
+            "PATCH",
+            &format!("{DEPLOYMENTS}/web/status"),
+            &json!({
+                "metadata": {"labels": {"x": "y"},
+                             "annotations": {"deployment.kubernetes.io/revision": "1"}},
+                "spec": {"replicas": 5},
+                "status": {"observedGeneration": 1, "replicas": 2},
+            }),
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    let d = server
+        .send("GET", &format!("{DEPLOYMENTS}/web"), &Value::Null)
+        .await
+        .body;
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    assert!(d["metadata"]["labels"]["x"].is_null(), "{d}");
+    assert_eq!(d["spec"]["replicas"], 2);
+    assert_eq!(d["status"]["replicas"], 2);
 }
 
 /// `nodes/status` takes labels and annotations along with the status (upstream's node

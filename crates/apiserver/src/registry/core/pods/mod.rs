@@ -47,8 +47,8 @@ impl Strategy for Pods {
         true
     }
 
-    fn status_takes_labels_and_annotations(&self) -> bool {
-        true
+    fn status_meta_fields(&self) -> &'static [&'static str] {
+        &["labels", "annotations"]
     }
 
     /// Pods track `metadata.generation` (PodObservedGenerationTracking).

@@ -2,12 +2,14 @@
 //! `kube::Client` built from a kubeconfig ([`from_kubeconfig`]) with client-go's
 //! client-side rate limit ([`flowcontrol`]), informers with their caches ([`cache`]),
 //! the events.k8s.io recorder ([`events`]), leader election on a Lease
-//! ([`leaderelection`]) and controllers' rate-limited work queues ([`workqueue`]).
+//! ([`leaderelection`]), controllers' rate-limited work queues ([`workqueue`]), and a
+//! component's `/healthz` and `/metrics` endpoint ([`serving`]).
 
 pub mod cache;
 pub mod events;
 pub mod flowcontrol;
 pub mod leaderelection;
+pub mod serving;
 pub mod workqueue;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +39,15 @@ pub enum Error {
     /// (client-go `NewLeaderElector`'s messages).
     #[error("{0}")]
     LeaderElection(String),
+    /// The health and metrics endpoint could not start (the address is taken, or the
+    /// self-signed certificate could not be made).
+    #[error("serving {addr}: {source}")]
+    Serve {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The client could not be built from the configuration (TLS settings).
     #[error("building a client from {path}: {source}")]
     Build {

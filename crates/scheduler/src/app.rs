@@ -17,11 +17,11 @@ use crate::framework::plugins::in_tree_registry;
 use crate::framework::runtime::Recorder;
 use crate::metrics::{AttemptResult, Metrics};
 use crate::scheduler::{Observer, Scheduler, SchedulerOptions};
-use crate::server::{self, HealthState};
 use skiff_client::events::{ApiEventSink, broadcaster};
 use skiff_client::leaderelection::{
     LeaderElectionConfig, LeaderElector, LeaderMetrics, Outcome, default_identity,
 };
+use skiff_client::serving::{self, HealthState};
 
 /// The flags of `skiff scheduler` (kube-scheduler's names). A flag that is set wins over
 /// the `--config` file's field, as kube-scheduler's leader election and client flags do.
@@ -131,17 +131,21 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
     }
 
     let metrics = Arc::new(Metrics::new());
-    let health = HealthState::new();
+    let health = HealthState::new(Some("sched-handler-sync"));
     if opts.secure_port != 0 {
         let addr = SocketAddr::new(opts.bind_address, opts.secure_port);
-        server::start(
+        serving::start(
             addr,
             true,
             Arc::clone(&health),
-            Arc::clone(&metrics),
+            Arc::clone(&metrics) as Arc<dyn serving::Exposition>,
             cancel.clone(),
         )
-        .await?;
+        .await
+        .map_err(|e| match e {
+            skiff_client::Error::Serve { addr, source } => Error::Serve { addr, source },
+            other => Error::Config(other.to_string()),
+        })?;
     }
     let (recorders, events) = broadcaster(ApiEventSink::new(client.clone()));
     tokio::spawn(events.run(cancel.clone()));

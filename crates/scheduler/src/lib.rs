@@ -17,6 +17,5 @@ pub mod informers;
 pub mod metrics;
 pub mod schedule_one;
 pub mod scheduler;
-pub mod server;
 
 pub use error::Error;

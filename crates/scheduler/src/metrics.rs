@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 
 /// The content type of [`Metrics::encode`]'s output (Prometheus text format 0.0.4, as
 /// upstream's `/metrics` answers by default).
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub use skiff_client::serving::CONTENT_TYPE;
 
 /// Label pairs of one sample of a family.
 type Labels = Vec<(&'static str, String)>;
@@ -409,6 +409,12 @@ fn to_text_format(open_metrics: &str) -> String {
         }
     }
     out
+}
+
+impl skiff_client::serving::Exposition for Metrics {
+    fn encode(&self) -> String {
+        Metrics::encode(self)
+    }
 }
 
 impl skiff_client::leaderelection::LeaderMetrics for Metrics {

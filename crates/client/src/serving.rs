@@ -1,21 +1,22 @@
-//! The scheduler's HTTP endpoint (upstream `cmd/kube-scheduler/app/server.go`
-//! `newHealthEndpointsAndMetricsHandler`, with component-base's `healthz` handlers).
+//! A component's health and metrics endpoint (component-base's `healthz` handlers and
+//! the secure serving of kube-scheduler's and kube-controller-manager's
+//! `--secure-port`).
 //!
-//! Upstream serves it on `--secure-port` 10259 over HTTPS (a self-signed certificate when
-//! none is given) with delegated authentication; Skiff serves the same port over HTTPS
-//! with an in-memory self-signed certificate ([`self_signed_tls`]) and no
-//! authentication (upstream always allows `/healthz`, `/readyz` and `/livez`; its
-//! `/metrics` needs an authorized client, Skiff's does not). [`serve`] also serves plain
-//! HTTP when given no TLS configuration.
+//! Upstream serves it over HTTPS (a self-signed certificate when none is given) with
+//! delegated authentication; Skiff serves the same port over HTTPS with an in-memory
+//! self-signed certificate ([`self_signed_tls`]) and no authentication (upstream always
+//! allows `/healthz`, `/readyz` and `/livez`; its `/metrics` needs an authorized client,
+//! Skiff's does not). [`serve`] also serves plain HTTP when given no TLS configuration.
 //!
 //! - `/healthz`: the `leaderElection` check with leader election, else `ping`
 //!   (component-base installs `ping` only when a path has no other check);
 //! - `/livez`: `ping`;
-//! - `/readyz`: `leaderElection` (with leader election), `shutdown`,
-//!   `sched-handler-sync`;
+//! - `/readyz`: `leaderElection` (with leader election), `shutdown`, and the
+//!   component's informer-sync check when it has one (the scheduler's
+//!   `sched-handler-sync`);
 //! - `/<path>/<check>` for each check; `?verbose` lists the checks, `?exclude=<check>`
 //!   skips one;
-//! - `/metrics`: [`Metrics::encode`].
+//! - `/metrics`: the component's [`Exposition`], Prometheus text format 0.0.4.
 //!
 //! A passing root answers `ok`; a failing one answers 500 with one `[+]`/`[-]` line per
 //! check (reasons withheld) and `<path> check failed`, as upstream.
@@ -38,28 +39,40 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::error::Error;
-use crate::metrics::{self, Metrics};
-use skiff_client::leaderelection::{HEALTHZ_TIMEOUT, LeaderHealth};
+use crate::Error;
+use crate::leaderelection::{HEALTHZ_TIMEOUT, LeaderHealth};
 
-/// kube-scheduler's default `--secure-port`.
-pub const DEFAULT_SECURE_PORT: u16 = 10259;
+/// The content type of the Prometheus text exposition format 0.0.4.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// What the health checks read; the scheduler updates it. Share as `Arc<HealthState>`.
+/// What `/metrics` serves: the component's metrics in the text format 0.0.4.
+pub trait Exposition: Send + Sync {
+    /// Every metric with a sample, in the text exposition format.
+    fn encode(&self) -> String;
+}
+
+/// What the health checks read; the component updates it. Share as `Arc<HealthState>`.
 #[derive(Debug, Default)]
 pub struct HealthState {
+    /// The name of the informer-sync check of `/readyz`, if the component has one.
+    sync_check: Option<&'static str>,
     handlers_synced: AtomicBool,
     shutting_down: AtomicBool,
     leader: OnceLock<LeaderHealth>,
 }
 
 impl HealthState {
-    /// Nothing synced, not shutting down, no leader election.
-    pub fn new() -> Arc<Self> {
-        Arc::default()
+    /// Nothing synced, not shutting down, no leader election; `/readyz` checks that the
+    /// informers synced under the name `sync_check` (the scheduler's
+    /// `sched-handler-sync`), or not at all with None.
+    pub fn new(sync_check: Option<&'static str>) -> Arc<Self> {
+        Arc::new(Self {
+            sync_check,
+            ..Self::default()
+        })
     }
 
-    /// The informers synced and their event handlers ran (`sched-handler-sync` passes).
+    /// The informers synced and their event handlers ran (the sync check passes).
     pub fn set_handlers_synced(&self) {
         self.handlers_synced.store(true, Ordering::SeqCst);
     }
@@ -91,12 +104,12 @@ enum Check {
 }
 
 impl Check {
-    fn name(self) -> &'static str {
+    fn name(self, state: &HealthState) -> &'static str {
         match self {
             Check::Ping => "ping",
             Check::LeaderElection => "leaderElection",
             Check::Shutdown => "shutdown",
-            Check::HandlerSync => "sched-handler-sync",
+            Check::HandlerSync => state.sync_check.unwrap_or("informer-sync"),
         }
     }
 
@@ -134,6 +147,9 @@ fn checks(path: &str, state: &HealthState) -> Option<Vec<Check>> {
         "readyz" => vec![Check::Shutdown, Check::HandlerSync],
         _ => return None,
     };
+    if state.sync_check.is_none() {
+        checks.retain(|c| *c != Check::HandlerSync);
+    }
     if checks.is_empty() {
         checks.push(Check::Ping);
     }
@@ -143,11 +159,11 @@ fn checks(path: &str, state: &HealthState) -> Option<Vec<Check>> {
 #[derive(Clone)]
 struct AppState {
     health: Arc<HealthState>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn Exposition>,
 }
 
 /// The router: `/healthz`, `/livez`, `/readyz` (and their checks) and `/metrics`.
-pub fn router(health: Arc<HealthState>, metrics: Arc<Metrics>) -> Router {
+pub fn router(health: Arc<HealthState>, metrics: Arc<dyn Exposition>) -> Router {
     let state = AppState { health, metrics };
     let mut router = Router::new();
     for path in ["healthz", "livez", "readyz"] {
@@ -212,7 +228,7 @@ async fn root_health(
     let mut output = String::new();
     let mut failed = Vec::new();
     for check in checks {
-        let name = check.name();
+        let name = check.name(&state.health);
         if let Some(i) = excluded.iter().position(|e| e == name) {
             excluded.remove(i);
             output.push_str(&format!("[+]{name} excluded: ok\n"));
@@ -255,7 +271,7 @@ async fn one_check(
     let check = checks(path, &state.health)
         .into_iter()
         .flatten()
-        .find(|c| c.name() == name);
+        .find(|c| c.name(&state.health) == name);
     match check.map(|c| c.run(&state.health)) {
         None => text(StatusCode::NOT_FOUND, "404 page not found\n".to_owned()),
         Some(Ok(())) => text(StatusCode::OK, "ok".to_owned()),
@@ -268,14 +284,13 @@ async fn one_check(
 
 async fn serve_metrics(State(state): State<AppState>) -> Response {
     let mut response = (StatusCode::OK, state.metrics.encode()).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(metrics::CONTENT_TYPE),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
     response
 }
 
-/// Binds `addr` (upstream `--bind-address`:`--secure-port`, default `0.0.0.0:10259`).
+/// Binds `addr` (upstream `--bind-address`:`--secure-port`).
 ///
 /// Errors: [`Error::Serve`] when the address is taken or not local.
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
@@ -349,7 +364,7 @@ pub fn self_signed_tls(addr: SocketAddr) -> Result<Arc<rustls::ServerConfig>, Er
 }
 
 /// Binds `addr`, and serves [`router`] there in a spawned task until `cancel` fires:
-/// over HTTPS with [`self_signed_tls`] when `secure` (kube-scheduler's secure port),
+/// over HTTPS with [`self_signed_tls`] when `secure` (the component's secure port),
 /// plain HTTP otherwise. Returns the bound address (useful with port 0).
 ///
 /// Errors: [`Error::Serve`] when the address cannot be bound or the certificate made.
@@ -357,7 +372,7 @@ pub async fn start(
     addr: SocketAddr,
     secure: bool,
     health: Arc<HealthState>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn Exposition>,
     cancel: CancellationToken,
 ) -> Result<SocketAddr, Error> {
     let listener = bind(addr).await?;
@@ -393,7 +408,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok(conn) => conn,
                 Err(e) => {
-                    warn!(error = %e, "accepting a connection on the scheduler's port");
+                    warn!(error = %e, "accepting a connection on the health and metrics port");
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     continue;
                 }
@@ -415,7 +430,7 @@ pub async fn serve(
                 None => builder.serve_connection(TokioIo::new(tcp), service).await,
             };
             if let Err(e) = result {
-                debug!(%peer, error = %e, "scheduler HTTP connection ended");
+                debug!(%peer, error = %e, "health and metrics connection ended");
             }
         });
     }
@@ -424,6 +439,23 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Metrics as a component would encode them.
+    struct Fixed(&'static str);
+
+    impl Exposition for Fixed {
+        fn encode(&self) -> String {
+            self.0.to_owned()
+        }
+    }
+
+    fn no_metrics() -> Arc<dyn Exposition> {
+        Arc::new(Fixed(""))
+    }
+
+    fn scheduler_health() -> Arc<HealthState> {
+        HealthState::new(Some("sched-handler-sync"))
+    }
     use std::time::Duration;
     use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -451,7 +483,7 @@ mod tests {
 
     async fn start_on_loopback(
         health: Arc<HealthState>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<dyn Exposition>,
         tls: Option<Arc<rustls::ServerConfig>>,
     ) -> (SocketAddr, CancellationToken) {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
@@ -468,9 +500,8 @@ mod tests {
 
     #[tokio::test]
     async fn health_paths_without_leader_election() {
-        let health = HealthState::new();
-        let (addr, cancel) =
-            start_on_loopback(Arc::clone(&health), Arc::new(Metrics::new()), None).await;
+        let health = scheduler_health();
+        let (addr, cancel) = start_on_loopback(Arc::clone(&health), no_metrics(), None).await;
 
         let (status, head, body) = get(addr, "/healthz").await;
         assert_eq!((status, body.as_str()), (200, "ok"));
@@ -538,7 +569,7 @@ mod tests {
     async fn leader_election_check_fails_past_the_lease_and_timeout() {
         let lease = Duration::from_secs(15);
         // A leader that renewed 10 s ago: healthy.
-        let health = HealthState::new();
+        let health = scheduler_health();
         health.set_leader_election(LeaderHealth::fixed(
             "kube-scheduler",
             "me",
@@ -547,8 +578,7 @@ mod tests {
             Duration::from_secs(10),
         ));
         health.set_handlers_synced();
-        let (addr, cancel) =
-            start_on_loopback(Arc::clone(&health), Arc::new(Metrics::new()), None).await;
+        let (addr, cancel) = start_on_loopback(Arc::clone(&health), no_metrics(), None).await;
         assert_eq!(get(addr, "/healthz").await.2, "ok");
         assert_eq!(
             get(addr, "/healthz?verbose").await.2,
@@ -563,7 +593,7 @@ mod tests {
         cancel.cancel();
 
         // A leader that has not renewed for 36 s (> 15 s + 20 s): unhealthy and unready.
-        let health = HealthState::new();
+        let health = scheduler_health();
         health.set_leader_election(LeaderHealth::fixed(
             "kube-scheduler",
             "me",
@@ -572,8 +602,7 @@ mod tests {
             Duration::from_secs(36),
         ));
         health.set_handlers_synced();
-        let (addr, cancel) =
-            start_on_loopback(Arc::clone(&health), Arc::new(Metrics::new()), None).await;
+        let (addr, cancel) = start_on_loopback(Arc::clone(&health), no_metrics(), None).await;
         let (status, _, body) = get(addr, "/healthz").await;
         assert_eq!(status, 500);
         assert_eq!(
@@ -591,7 +620,7 @@ mod tests {
         cancel.cancel();
 
         // A standby, whatever the age of what it saw, is healthy.
-        let health = HealthState::new();
+        let health = scheduler_health();
         health.set_leader_election(LeaderHealth::fixed(
             "kube-scheduler",
             "me",
@@ -599,24 +628,34 @@ mod tests {
             lease,
             Duration::from_secs(300),
         ));
-        let (addr, cancel) =
-            start_on_loopback(Arc::clone(&health), Arc::new(Metrics::new()), None).await;
+        let (addr, cancel) = start_on_loopback(Arc::clone(&health), no_metrics(), None).await;
         assert_eq!(get(addr, "/healthz").await.0, 200);
         assert!(!health.is_leader());
         cancel.cancel();
     }
 
     #[tokio::test]
+    async fn readyz_without_a_sync_check() {
+        let health = HealthState::new(None);
+        let (addr, cancel) = start_on_loopback(Arc::clone(&health), no_metrics(), None).await;
+        let (status, _, body) = get(addr, "/readyz?verbose").await;
+        assert_eq!(status, 200);
+        assert_eq!(body, "[+]shutdown ok\nreadyz check passed\n");
+        assert_eq!(get(addr, "/readyz/informer-sync").await.0, 404);
+        health.set_shutting_down();
+        assert_eq!(get(addr, "/readyz").await.0, 500);
+        cancel.cancel();
+    }
+
+    #[tokio::test]
     async fn metrics_over_https_with_a_self_signed_certificate() {
-        let metrics = Arc::new(Metrics::new());
-        metrics.observe_attempt(
-            crate::metrics::AttemptResult::Scheduled,
-            "default-scheduler",
-            Duration::from_millis(5),
-        );
-        metrics.set_pending(1, 0, 2, 0);
+        let metrics: Arc<dyn Exposition> = Arc::new(Fixed(
+            "# TYPE scheduler_pending_pods gauge
+scheduler_pending_pods{queue=\"active\"} 1
+",
+        ));
         let tls = self_signed_tls("127.0.0.1:10259".parse().unwrap()).unwrap();
-        let (addr, cancel) = start_on_loopback(HealthState::new(), metrics, Some(tls)).await;
+        let (addr, cancel) = start_on_loopback(scheduler_health(), metrics, Some(tls)).await;
 
         let connector = tokio_rustls::TlsConnector::from(Arc::new(insecure_client()));
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
@@ -630,15 +669,10 @@ mod tests {
             head.contains("content-type: text/plain; version=0.0.4; charset=utf-8"),
             "{head}"
         );
-        for line in [
-            "# TYPE scheduler_schedule_attempts_total counter\n",
-            "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 1\n",
-            "scheduler_scheduling_attempt_duration_seconds_count{result=\"scheduled\",profile=\"default-scheduler\"} 1\n",
-            "scheduler_pending_pods{queue=\"active\"} 1\n",
-            "scheduler_pending_pods{queue=\"unschedulable\"} 2\n",
-        ] {
-            assert!(body.contains(line), "{line} missing from {body}");
-        }
+        assert_eq!(
+            body,
+            "# TYPE scheduler_pending_pods gauge\nscheduler_pending_pods{queue=\"active\"} 1\n"
+        );
         // Plain HTTP on the TLS port gets no answer.
         let mut plain = tokio::net::TcpStream::connect(addr).await.unwrap();
         plain
@@ -657,8 +691,8 @@ mod tests {
         let addr = super::start(
             "127.0.0.1:0".parse().unwrap(),
             true,
-            HealthState::new(),
-            Arc::new(Metrics::new()),
+            scheduler_health(),
+            no_metrics(),
             cancel.clone(),
         )
         .await

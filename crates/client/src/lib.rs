@@ -3,12 +3,14 @@
 //! client-side rate limit ([`flowcontrol`]), informers with their caches ([`cache`]),
 //! the events.k8s.io recorder ([`events`]), leader election on a Lease
 //! ([`leaderelection`]), controllers' rate-limited work queues ([`workqueue`]), and a
-//! component's `/healthz` and `/metrics` endpoint ([`serving`]).
+//! component's `/healthz` and `/metrics` endpoint ([`serving`]) with the shared
+//! [`metrics`].
 
 pub mod cache;
 pub mod events;
 pub mod flowcontrol;
 pub mod leaderelection;
+pub mod metrics;
 pub mod serving;
 pub mod workqueue;
 

@@ -3,6 +3,7 @@
 //! `--controllers`, under leader election on the Lease
 //! `kube-system/kube-controller-manager` unless `--leader-elect=false`.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +11,11 @@ use std::time::Duration;
 use skiff_client::cache::SharedInformerFactory;
 use skiff_client::events::{ApiEventSink, broadcaster};
 use skiff_client::leaderelection::{
-    LeaderElectionConfig, LeaderElector, Outcome, default_identity,
+    LeaderElectionConfig, LeaderElector, LeaderMetrics, Outcome, default_identity,
 };
+use skiff_client::metrics::{LeaderElectionMetrics, WorkQueueMetrics, text_format};
+use skiff_client::serving::{self, Exposition, HealthState};
+use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Error, deployment, replicaset};
@@ -40,6 +44,11 @@ pub struct Options {
     pub renew_deadline: Duration,
     /// See `lease_duration`.
     pub retry_period: Duration,
+    /// `--bind-address` and `--secure-port` of `/healthz` and `/metrics` over HTTPS
+    /// (0.0.0.0 and 10257; port 0 turns it off).
+    pub bind_address: IpAddr,
+    /// See `bind_address`.
+    pub secure_port: u16,
     /// `--kube-api-qps` and `--kube-api-burst` (upstream's defaults: 20 and 30).
     pub kube_api_qps: f32,
     /// See `kube_api_qps`.
@@ -58,9 +67,47 @@ impl Options {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
+            bind_address: IpAddr::from([0, 0, 0, 0]),
+            secure_port: 10257,
             kube_api_qps: 20.0,
             kube_api_burst: 30,
         }
+    }
+}
+
+/// The controller manager's metrics: client-go's work queue and leader election ones.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: prometheus_client::registry::Registry,
+    /// Every controller's queue reports here.
+    pub queues: Arc<WorkQueueMetrics>,
+    /// The elector reports here.
+    pub leader: Arc<LeaderElectionMetrics>,
+}
+
+impl Metrics {
+    /// Empty metrics.
+    pub fn new() -> Self {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let queues = Arc::new(WorkQueueMetrics::register(&mut registry));
+        let leader = Arc::new(LeaderElectionMetrics::register(&mut registry));
+        Self {
+            registry,
+            queues,
+            leader,
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Exposition for Metrics {
+    fn encode(&self) -> String {
+        text_format(&self.registry)
     }
 }
 
@@ -99,8 +146,16 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
     let client =
         skiff_client::from_kubeconfig(&opts.kubeconfig, opts.kube_api_qps, opts.kube_api_burst)
             .await?;
+    let metrics = Arc::new(Metrics::new());
+    let health = HealthState::new(None);
+    if opts.secure_port != 0 {
+        let addr = SocketAddr::new(opts.bind_address, opts.secure_port);
+        let exposition: Arc<dyn Exposition> = Arc::clone(&metrics) as Arc<dyn Exposition>;
+        serving::start(addr, true, Arc::clone(&health), exposition, cancel.clone()).await?;
+    }
     if !opts.leader_elect {
-        run_controllers(&opts, client, cancel).await;
+        run_controllers(&opts, client, &metrics, cancel).await;
+        health.set_shutting_down();
         return Ok(());
     }
     let election = LeaderElectionConfig {
@@ -110,7 +165,9 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
         ..LeaderElectionConfig::with_defaults("kube-controller-manager", default_identity()?)
     };
     let elector = LeaderElector::new(client.clone(), election)?
+        .with_metrics(Arc::clone(&metrics.leader) as Arc<dyn LeaderMetrics>)
         .with_events(client.clone(), "kube-controller-manager");
+    health.set_leader_election(elector.health());
     tracing::info!(
         identity = elector.identity(),
         "attempting to acquire the leader lease"
@@ -118,9 +175,10 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
     let outcome = elector
         .run(cancel, |leading| async move {
             tracing::info!("acquired the leader lease; starting controllers");
-            run_controllers(&opts, client, leading).await;
+            run_controllers(&opts, client, &metrics, leading).await;
         })
         .await;
+    health.set_shutting_down();
     match outcome {
         Outcome::Cancelled => Ok(()),
         Outcome::LeadershipLost => Err(Error::Config("leaderelection lost".into())),
@@ -128,7 +186,13 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
 }
 
 /// Starts the enabled controllers and their informers; returns at `cancel`.
-pub async fn run_controllers(opts: &Options, client: kube::Client, cancel: CancellationToken) {
+pub async fn run_controllers(
+    opts: &Options,
+    client: kube::Client,
+    metrics: &Metrics,
+    cancel: CancellationToken,
+) {
+    let queues = Arc::clone(&metrics.queues) as Arc<dyn QueueMetrics>;
     let factory = SharedInformerFactory::new(client.clone());
     let (recorders, events) = broadcaster(ApiEventSink::new(client.clone()));
     let mut tasks = tokio::task::JoinSet::new();
@@ -138,6 +202,7 @@ pub async fn run_controllers(opts: &Options, client: kube::Client, cancel: Cance
             client.clone(),
             &factory,
             recorders.recorder(replicaset::NAME),
+            Arc::clone(&queues),
         );
         tasks.spawn(Arc::clone(&rs).run(opts.concurrent_replicaset_syncs, cancel.clone()));
     }
@@ -146,6 +211,7 @@ pub async fn run_controllers(opts: &Options, client: kube::Client, cancel: Cance
             client.clone(),
             &factory,
             recorders.recorder(deployment::NAME),
+            Arc::clone(&queues),
         );
         tasks.spawn(Arc::clone(&d).run(opts.concurrent_deployment_syncs, cancel.clone()));
     }

@@ -23,7 +23,7 @@ use skiff_api::core::pod::conditions::{is_pod_active, is_pod_available, is_pod_r
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
 use skiff_client::events::{EventDetails, EventRecorder, reference};
-use skiff_client::workqueue::WorkQueue;
+use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
@@ -163,10 +163,11 @@ impl ReplicaSetController {
         client: kube::Client,
         factory: &SharedInformerFactory,
         recorder: EventRecorder,
+        queue_metrics: Arc<dyn QueueMetrics>,
     ) -> Arc<Self> {
         let handlers = Handlers {
             replica_sets: factory.informer::<ReplicaSet>(),
-            queue: Arc::new(WorkQueue::new("replicaset")),
+            queue: Arc::new(WorkQueue::new("replicaset").with_metrics(queue_metrics)),
             expectations: Arc::new(Expectations::default()),
         };
         let pods = factory.informer::<Pod>();

@@ -8,10 +8,8 @@
 //!
 //! As upstream, a labelled family shows no sample until one of its label sets was used.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -355,60 +353,8 @@ impl Metrics {
     /// sample: counters named with their `_total` suffix, no `# EOF`, help texts as
     /// upstream's.
     pub fn encode(&self) -> String {
-        let mut open_metrics = String::new();
-        if encode(&mut open_metrics, &self.registry).is_err() {
-            return String::new();
-        }
-        to_text_format(&open_metrics)
+        skiff_client::metrics::text_format(&self.registry)
     }
-}
-
-/// Rewrites prometheus-client's OpenMetrics text as the Prometheus text format 0.0.4:
-/// drops `# EOF` and families without samples, names counter families with their
-/// `_total` suffix (as their samples), and removes the period the library appends to
-/// every help text.
-fn to_text_format(open_metrics: &str) -> String {
-    struct Block<'a> {
-        name: &'a str,
-        help: &'a str,
-        kind: &'a str,
-        samples: Vec<&'a str>,
-    }
-    let mut blocks: Vec<Block<'_>> = Vec::new();
-    for line in open_metrics.lines() {
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
-            blocks.push(Block {
-                name,
-                help: help.strip_suffix('.').unwrap_or(help),
-                kind: "untyped",
-                samples: Vec::new(),
-            });
-        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
-            if let (Some(block), Some((_, kind))) = (blocks.last_mut(), rest.split_once(' ')) {
-                block.kind = kind;
-            }
-        } else if line.starts_with('#') || line.is_empty() {
-            continue;
-        } else if let Some(block) = blocks.last_mut() {
-            block.samples.push(line);
-        }
-    }
-    let mut out = String::new();
-    for block in blocks.iter().filter(|b| !b.samples.is_empty()) {
-        let name = if block.kind == "counter" {
-            format!("{}_total", block.name)
-        } else {
-            block.name.to_owned()
-        };
-        let _ = writeln!(out, "# HELP {name} {}", block.help);
-        let _ = writeln!(out, "# TYPE {name} {}", block.kind);
-        for sample in &block.samples {
-            out.push_str(sample);
-            out.push('\n');
-        }
-    }
-    out
 }
 
 impl skiff_client::serving::Exposition for Metrics {
@@ -555,16 +501,6 @@ mod tests {
         assert!(
             m.encode()
                 .contains("leader_election_master_status{name=\"kube-scheduler\"} 0\n")
-        );
-    }
-
-    #[test]
-    fn text_format_conversion() {
-        let open_metrics = "# HELP a_things Things.\n# TYPE a_things counter\na_things_total 1\n\
-                            # HELP b Empty.\n# TYPE b gauge\n# EOF\n";
-        assert_eq!(
-            to_text_format(open_metrics),
-            "# HELP a_things_total Things\n# TYPE a_things_total counter\na_things_total 1\n"
         );
     }
 }

@@ -469,6 +469,12 @@ pub struct ControllerManagerArgs {
     /// Deployments synced at once.
     #[arg(long, default_value_t = 5)]
     pub concurrent_deployment_syncs: usize,
+    /// Address of the HTTPS endpoint (/healthz, /livez, /readyz, /metrics).
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// Port of the HTTPS endpoint; 0 disables it.
+    #[arg(long, default_value_t = 10257)]
+    pub secure_port: u16,
     /// Run under leader election on the Lease kube-system/kube-controller-manager.
     #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     pub leader_elect: bool,

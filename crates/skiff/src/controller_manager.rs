@@ -15,6 +15,8 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,
         retry_period: args.leader_elect_retry_period,
+        bind_address: args.bind_address,
+        secure_port: args.secure_port,
         kube_api_qps: args.kube_api_qps,
         kube_api_burst: args.kube_api_burst,
         ..skiff_controllers::app::Options::new(args.kubeconfig)

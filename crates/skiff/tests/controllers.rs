@@ -21,23 +21,30 @@ const WAIT: Duration = Duration::from_secs(30);
 struct ControllerManager {
     child: Child,
     log: std::path::PathBuf,
+    /// The HTTPS port of /healthz and /metrics.
+    port: u16,
 }
 
 impl ControllerManager {
     fn start(api: &ApiServer, args: &[&str]) -> ControllerManager {
         let log = api.data_dir().join("controller-manager.log");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
         let file = std::fs::File::create(&log).expect("create the log");
         let child = Command::new(env!("CARGO_BIN_EXE_skiff"))
             .arg("controller-manager")
             .arg("--kubeconfig")
             .arg(api.kubeconfig())
+            .arg(format!("--secure-port={port}"))
             .args(args)
             .env("RUST_LOG", "info,skiff_controllers=debug")
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
             .expect("spawn skiff controller-manager");
-        ControllerManager { child, log }
+        ControllerManager { child, log, port }
     }
 
     fn log(&self) -> String {
@@ -282,6 +289,29 @@ async fn replica_set_creates_adopts_scales_and_releases() {
     })
     .await;
     assert!(seen_all.is_ok(), "events {reasons:?}; log:\n{}", cm.log());
+
+    // The health and metrics endpoint, with client-go's work queue metrics.
+    let port = cm.port;
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        skiff_testkit::scheduler::https_get_insecure(port, "/healthz")
+    })
+    .await
+    .expect("join")
+    .expect("GET /healthz");
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        skiff_testkit::scheduler::https_get_insecure(port, "/metrics")
+    })
+    .await
+    .expect("join")
+    .expect("GET /metrics");
+    assert_eq!(status, 200);
+    for line in [
+        "workqueue_adds_total{name=\"replicaset\"}",
+        "workqueue_work_duration_seconds_count{name=\"replicaset\"}",
+    ] {
+        assert!(body.contains(line), "{line} missing from {body}");
+    }
 }
 
 /// Plays the kubelets: every pod that appears is marked Running and Ready at once.

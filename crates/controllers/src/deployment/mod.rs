@@ -38,7 +38,7 @@ use skiff_api::core::pod::conditions::pod_phase;
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
 use skiff_client::events::{EventDetails, EventRecorder, reference};
-use skiff_client::workqueue::WorkQueue;
+use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use self::util::{
@@ -162,11 +162,12 @@ impl DeploymentController {
         client: kube::Client,
         factory: &SharedInformerFactory,
         recorder: EventRecorder,
+        queue_metrics: Arc<dyn QueueMetrics>,
     ) -> Arc<Self> {
         let h = Handlers {
             deployments: factory.informer::<Deployment>(),
             replica_sets: factory.informer::<ReplicaSet>(),
-            queue: Arc::new(WorkQueue::new("deployment")),
+            queue: Arc::new(WorkQueue::new("deployment").with_metrics(queue_metrics)),
         };
         let pods = factory.informer::<Pod>();
         let q = Arc::clone(&h.queue);

@@ -610,5 +610,65 @@ async fn deployment_rolls_out_undoes_and_scales() {
         d.get("web").await.ok().and_then(|w| w.status),
         cm.log()
     );
+
+    // Pause: a new template makes no new ReplicaSet until resumed; restart rolls anew.
+    kubectl(&api, &["rollout", "pause", "deployment/web"]);
+    let paused = move |o: Option<&k8s_openapi::api::apps::v1::Deployment>| {
+        o.and_then(|d| d.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter().any(|c| {
+                    c.type_.as_deref() == Some("Progressing")
+                        && c.reason.as_deref() == Some("DeploymentPaused")
+                })
+            })
+    };
+    let got = tokio::time::timeout(
+        WAIT,
+        kube::runtime::wait::await_condition(d.clone(), "web", paused),
+    )
+    .await;
+    assert!(
+        matches!(got, Ok(Ok(_))),
+        "Progressing=DeploymentPaused; log:\n{}",
+        cm.log()
+    );
+    kubectl(
+        &api,
+        &["set", "image", "deployment/web", "c=registry.example/web:3"],
+    );
+    // The controller saw the new generation (paused) without a third ReplicaSet.
+    let generation = d.get("web").await.expect("get").metadata.generation;
+    let observed = move |o: Option<&k8s_openapi::api::apps::v1::Deployment>| {
+        o.and_then(|d| d.status.as_ref())
+            .and_then(|s| s.observed_generation)
+            >= generation
+    };
+    let got = tokio::time::timeout(
+        WAIT,
+        kube::runtime::wait::await_condition(d.clone(), "web", observed),
+    )
+    .await;
+    assert!(
+        matches!(got, Ok(Ok(_))),
+        "observedGeneration; log:\n{}",
+        cm.log()
+    );
+    let sets = kubectl(&api, &["get", "rs", "-l", "app=web", "-o", "name"]);
+    assert_eq!(sets.lines().count(), 2, "paused: {sets}");
+    kubectl(&api, &["rollout", "resume", "deployment/web"]);
+    rollout("resumed");
+    wait_pods(&pods, "web", "3 pods of web:3", |m| {
+        m.len() == 3 && images(m).iter().all(|i| i.ends_with(":3"))
+    })
+    .await;
+    kubectl(&api, &["rollout", "restart", "deployment/web"]);
+    rollout("restarted");
+    let sets = kubectl(&api, &["get", "rs", "-l", "app=web", "-o", "name"]);
+    assert_eq!(
+        sets.lines().count(),
+        4,
+        "restart makes a new ReplicaSet: {sets}"
+    );
     kubelets.abort();
 }

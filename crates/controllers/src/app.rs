@@ -18,10 +18,11 @@ use skiff_client::serving::{self, Exposition, HealthState};
 use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Error, deployment, replicaset};
+use crate::{Error, deployment, garbagecollector, replicaset};
 
 /// The controllers Skiff has, with upstream's `--controllers` names.
-pub const KNOWN_CONTROLLERS: &[&str] = &[deployment::NAME, replicaset::NAME];
+pub const KNOWN_CONTROLLERS: &[&str] =
+    &[deployment::NAME, garbagecollector::NAME, replicaset::NAME];
 
 /// How to run the controller manager (the flags).
 #[derive(Debug, Clone)]
@@ -35,6 +36,8 @@ pub struct Options {
     pub concurrent_replicaset_syncs: usize,
     /// `--concurrent-deployment-syncs` (default 5).
     pub concurrent_deployment_syncs: usize,
+    /// `--concurrent-gc-syncs` (default 20).
+    pub concurrent_gc_syncs: usize,
     /// `--leader-elect` (default true).
     pub leader_elect: bool,
     /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
@@ -63,6 +66,7 @@ impl Options {
             controllers: vec!["*".to_owned()],
             concurrent_replicaset_syncs: 5,
             concurrent_deployment_syncs: 5,
+            concurrent_gc_syncs: 20,
             leader_elect: true,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -214,6 +218,14 @@ pub async fn run_controllers(
             Arc::clone(&queues),
         );
         tasks.spawn(Arc::clone(&d).run(opts.concurrent_deployment_syncs, cancel.clone()));
+    }
+    if enabled(&opts.controllers, garbagecollector::NAME).unwrap_or(false) {
+        match garbagecollector::GarbageCollector::new(client.clone(), Arc::clone(&queues)).await {
+            Ok(gc) => {
+                tasks.spawn(gc.run(opts.concurrent_gc_syncs, cancel.clone()));
+            }
+            Err(e) => tracing::error!(error = %e, "the garbage collector could not start"),
+        }
     }
     factory.start(&cancel);
     while tasks.join_next().await.is_some() {}

@@ -11,6 +11,7 @@ pub mod app;
 pub mod controller_utils;
 pub mod deployment;
 pub mod error;
+pub mod garbagecollector;
 pub mod replicaset;
 
 pub use error::Error;

@@ -469,6 +469,9 @@ pub struct ControllerManagerArgs {
     /// Deployments synced at once.
     #[arg(long, default_value_t = 5)]
     pub concurrent_deployment_syncs: usize,
+    /// Garbage collector workers.
+    #[arg(long, default_value_t = 20)]
+    pub concurrent_gc_syncs: usize,
     /// Address of the HTTPS endpoint (/healthz, /livez, /readyz, /metrics).
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,

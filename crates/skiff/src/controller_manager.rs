@@ -11,6 +11,7 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         controllers: args.controllers,
         concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
         concurrent_deployment_syncs: args.concurrent_deployment_syncs,
+        concurrent_gc_syncs: args.concurrent_gc_syncs,
         leader_elect: args.leader_elect,
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,

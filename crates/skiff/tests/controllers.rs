@@ -83,37 +83,56 @@ async fn wait_pods(
     what: &str,
     done: impl Fn(&BTreeMap<String, Pod>) -> bool,
 ) -> BTreeMap<String, Pod> {
+    wait_objects(pods, app, what, done).await
+}
+
+/// Waits, by watching, until the objects of `api` labelled `app=<app>` satisfy `done`.
+async fn wait_objects<K>(
+    api: &Api<K>,
+    app: &str,
+    what: &str,
+    done: impl Fn(&BTreeMap<String, K>) -> bool,
+) -> BTreeMap<String, K>
+where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
     let config = watcher::Config::default().labels(&format!("app={app}"));
-    let stream = watcher::watcher(pods.clone(), config);
+    let stream = watcher::watcher(api.clone(), config);
     futures::pin_mut!(stream);
-    let mut seen: BTreeMap<String, Pod> = BTreeMap::new();
-    let mut listing: Option<BTreeMap<String, Pod>> = None;
+    let mut seen: BTreeMap<String, K> = BTreeMap::new();
+    let mut listing: Option<BTreeMap<String, K>> = None;
     let wait = async {
-        while let Some(ev) = stream.try_next().await.expect("watch pods") {
+        while let Some(ev) = stream.try_next().await.expect("watch") {
+            let name = |o: &K| o.meta().name.clone().unwrap_or_default();
             match ev {
                 WatchEvent::Init => listing = Some(BTreeMap::new()),
                 WatchEvent::InitApply(p) => {
                     if let Some(l) = listing.as_mut() {
-                        l.insert(p.metadata.name.clone().unwrap_or_default(), p);
+                        l.insert(name(&p), p);
                     }
                 }
                 WatchEvent::InitDone => seen = listing.take().unwrap_or_default(),
                 WatchEvent::Apply(p) => {
-                    seen.insert(p.metadata.name.clone().unwrap_or_default(), p);
+                    seen.insert(name(&p), p);
                 }
                 WatchEvent::Delete(p) => {
-                    seen.remove(p.metadata.name.as_deref().unwrap_or_default());
+                    seen.remove(&name(&p));
                 }
             }
             if listing.is_none() && done(&seen) {
                 return seen.clone();
             }
         }
-        panic!("the pod watch ended");
+        panic!("the watch ended");
     };
     tokio::time::timeout(WAIT, wait)
         .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}; pods: {:?}", seen.keys()))
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}; objects: {:?}", seen.keys()))
 }
 
 /// Waits, by watching, until the ReplicaSet satisfies `done`.
@@ -671,4 +690,113 @@ async fn deployment_rolls_out_undoes_and_scales() {
         "restart makes a new ReplicaSet: {sets}"
     );
     kubelets.abort();
+}
+
+fn deployment_manifest(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/web:1"}]},
+            },
+        },
+    }))
+    .expect("a Deployment")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collector_cascades_as_upstream() {
+    let api = ApiServer::start(ApiServerOptions::new(
+        env!("CARGO_BIN_EXE_skiff"),
+        Backend::Sqlite,
+    ))
+    .unwrap_or_else(|e| panic!("start skiff apiserver: {e:#}"));
+    let cm = ControllerManager::start(&api, &["--leader-elect=false"]);
+    let client = api.client().await.expect("client");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), "default");
+    for name in ["bg", "fg", "orphan"] {
+        deployments
+            .create(&PostParams::default(), &deployment_manifest(name, 2))
+            .await
+            .expect("create");
+    }
+    for name in ["bg", "fg", "orphan"] {
+        wait_pods(&pods, name, "2 pods", |m| m.len() == 2).await;
+    }
+
+    // Background (kubectl's default): the Deployment goes at once, then its
+    // ReplicaSet, then the pods.
+    kubectl(&api, &["delete", "deployment", "bg"]);
+    wait_objects(&sets, "bg", "no ReplicaSet of bg", BTreeMap::is_empty).await;
+    wait_pods(&pods, "bg", "no pods of bg", BTreeMap::is_empty).await;
+
+    // Foreground: kubectl waits until the Deployment is gone, which is after its
+    // ReplicaSet and pods.
+    kubectl(
+        &api,
+        &[
+            "delete",
+            "deployment",
+            "fg",
+            "--cascade=foreground",
+            "--timeout=30s",
+        ],
+    );
+    assert!(deployments.get_opt("fg").await.expect("get").is_none());
+    wait_objects(&sets, "fg", "no ReplicaSet of fg", BTreeMap::is_empty).await;
+    wait_pods(&pods, "fg", "no pods of fg", BTreeMap::is_empty).await;
+
+    // Orphan: the ReplicaSet stays, without its owner reference, and keeps its pods.
+    kubectl(
+        &api,
+        &[
+            "delete",
+            "deployment",
+            "orphan",
+            "--cascade=orphan",
+            "--timeout=30s",
+        ],
+    );
+    let left = wait_objects(&sets, "orphan", "an orphaned ReplicaSet", |m| {
+        m.len() == 1
+            && m.values().all(|rs| {
+                rs.metadata
+                    .owner_references
+                    .as_ref()
+                    .is_none_or(Vec::is_empty)
+            })
+    })
+    .await;
+    assert_eq!(left.len(), 1);
+    let kept = wait_pods(&pods, "orphan", "the orphan's pods", |m| m.len() == 2).await;
+    assert_eq!(kept.len(), 2);
+
+    // A dangling reference: an object whose owner never existed is deleted.
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "default");
+    let cm_obj: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "dangling", "labels": {"app": "dangling"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                          "name": "ghost", "uid": "00000000-0000-0000-0000-000000000001"}]},
+    }))
+    .expect("ConfigMap");
+    cms.create(&PostParams::default(), &cm_obj)
+        .await
+        .expect("create");
+    wait_objects(
+        &cms,
+        "dangling",
+        "the dangling ConfigMap deleted",
+        BTreeMap::is_empty,
+    )
+    .await;
+    let _ = cm.log();
 }

@@ -486,3 +486,49 @@ impl GarbageCollector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(owners: &[&str]) -> Node {
+        Node {
+            resource: 0,
+            namespace: Some("ns".into()),
+            name: "x".into(),
+            owners: owners
+                .iter()
+                .map(|u| OwnerReference {
+                    uid: (*u).to_owned(),
+                    ..Default::default()
+                })
+                .collect(),
+            deleting: false,
+            finalizers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn graph_indexes_dependents_by_owner_and_forgets_them() {
+        let mut g = Graph::default();
+        g.insert("rs".into(), node(&["deploy"]));
+        g.insert("p1".into(), node(&["rs"]));
+        g.insert("p2".into(), node(&["rs", "other"]));
+        let deps = |g: &Graph, o: &str| {
+            let mut v: Vec<String> = g.dependents.get(o).into_iter().flatten().cloned().collect();
+            v.sort();
+            v
+        };
+        assert_eq!(deps(&g, "rs"), ["p1", "p2"]);
+        assert_eq!(deps(&g, "other"), ["p2"]);
+        // A new version of p2 without the second owner re-indexes it.
+        g.insert("p2".into(), node(&["rs"]));
+        assert!(deps(&g, "other").is_empty());
+        assert!(!g.dependents.contains_key("other"));
+        g.remove("p1");
+        g.remove("p2");
+        assert!(!g.dependents.contains_key("rs"));
+        assert_eq!(deps(&g, "deploy"), ["rs"]);
+        assert!(g.remove("p1").is_none());
+    }
+}

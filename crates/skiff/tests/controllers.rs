@@ -798,5 +798,28 @@ async fn garbage_collector_cascades_as_upstream() {
         BTreeMap::is_empty,
     )
     .await;
-    let _ = cm.log();
+
+    // A namespace holding a Job goes away: the namespace deleter deletes the Job with
+    // the Job's default propagation, Orphan, and the collector removes the `orphan`
+    // finalizer that would otherwise keep the Job, and the namespace, for ever.
+    kubectl(&api, &["create", "namespace", "gc-ns"]);
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "gc-ns");
+    let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "once"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "registry.example/web:1"}]}}},
+    }))
+    .expect("Job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create the Job");
+    let out = api.kubectl(33, &["delete", "namespace", "gc-ns", "--timeout=30s"]);
+    assert!(
+        out.status.success(),
+        "namespace deletion: {}{}\nlog:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        cm.log()
+    );
 }

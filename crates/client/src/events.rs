@@ -332,8 +332,27 @@ impl EventSink for ApiEventSink {
 }
 
 /// The isomorphism key of an event (client-go `getKey`): type, action, reason, reporting
-/// controller and instance, regarding and related objects.
-fn event_key(event: &Event) -> String {
+/// controller and instance, regarding and related objects. With `by_note`, the note
+/// counts too and the regarding object's resourceVersion does not (the legacy
+/// recorder's `EventCorrelator`, see [`controller_broadcaster`]).
+fn event_key(event: &Event, by_note: bool) -> String {
+    if by_note {
+        let mut regarding = event.regarding.clone();
+        if let Some(r) = regarding.as_mut() {
+            r.resource_version = None;
+        }
+        return json!([
+            event.type_,
+            event.action,
+            event.reason,
+            event.reporting_controller,
+            event.reporting_instance,
+            regarding,
+            event.related,
+            event.note,
+        ])
+        .to_string();
+    }
     json!([
         event.type_,
         event.action,
@@ -350,6 +369,8 @@ fn event_key(event: &Event) -> String {
 #[derive(Debug, Default)]
 pub struct SeriesCache {
     entries: HashMap<String, Event>,
+    /// Whether the note is part of the key (see [`controller_broadcaster`]).
+    by_note: bool,
 }
 
 impl SeriesCache {
@@ -358,7 +379,7 @@ impl SeriesCache {
     /// as the cached event with a series of count 2 (to patch); None for later repeats,
     /// which only count.
     pub fn observe(&mut self, event: Event, now: Timestamp) -> Option<Event> {
-        let key = event_key(&event);
+        let key = event_key(&event, self.by_note);
         if let Some(cached) = self.entries.get_mut(&key) {
             if let Some(series) = &mut cached.series {
                 series.count = series.count.saturating_add(1);
@@ -447,13 +468,31 @@ impl<S> std::fmt::Debug for EventBroadcaster<S> {
 /// A broadcaster writing to `sink`, and the factory of its recorders (spawn
 /// [`EventBroadcaster::run`]).
 pub fn broadcaster<S: EventSink>(sink: S) -> (EventRecorders, EventBroadcaster<S>) {
+    broadcaster_keyed(sink, false)
+}
+
+/// A broadcaster for kube-controller-manager's controllers, which record with the legacy
+/// core/v1 recorder (`record.NewBroadcaster`): events that differ in their note stay
+/// apart ("Created pod: a", "Created pod: b"), and only identical ones count as a
+/// series, whatever the resourceVersion of the object they are about.
+pub fn controller_broadcaster<S: EventSink>(sink: S) -> (EventRecorders, EventBroadcaster<S>) {
+    broadcaster_keyed(sink, true)
+}
+
+fn broadcaster_keyed<S: EventSink>(
+    sink: S,
+    by_note: bool,
+) -> (EventRecorders, EventBroadcaster<S>) {
     let (tx, rx) = mpsc::channel(MAX_QUEUED_EVENTS);
     (
         EventRecorders { queue: tx },
         EventBroadcaster {
             queue: rx,
             sink: Arc::new(sink),
-            cache: SeriesCache::default(),
+            cache: SeriesCache {
+                entries: HashMap::new(),
+                by_note,
+            },
             sleep: DEFAULT_SLEEP_DURATION,
             clock: Arc::new(Timestamp::now),
         },
@@ -929,6 +968,45 @@ mod tests {
         assert_eq!(calls[5].1["series"]["count"], 3);
         cancel.cancel();
         task.await.unwrap();
+    }
+
+    #[test]
+    fn controller_events_differ_by_note_and_ignore_the_resource_version() {
+        let now = at("2026-01-02T03:04:05Z");
+        let event = |note: &str, rv: &str| {
+            let mut p = pod("web");
+            p.metadata.resource_version = Some(rv.to_owned());
+            make_event(
+                pod_reference(&p),
+                None,
+                EventDetails {
+                    type_: "Normal",
+                    reason: "SuccessfulCreate",
+                    action: "Sync",
+                    note,
+                },
+                ("replicaset-controller", "replicaset-controller-host"),
+                now,
+            )
+        };
+        let mut legacy = SeriesCache {
+            entries: HashMap::new(),
+            by_note: true,
+        };
+        assert!(legacy.observe(event("Created pod: a", "1"), now).is_some());
+        assert!(
+            legacy.observe(event("Created pod: b", "2"), now).is_some(),
+            "another note, another event"
+        );
+        let repeat = legacy
+            .observe(event("Created pod: a", "3"), now)
+            .expect("first repeat");
+        assert_eq!(repeat.series.map(|s| s.count), Some(2));
+        // The scheduler's events.k8s.io key: the note does not count.
+        let mut series = SeriesCache::default();
+        assert!(series.observe(event("a", "1"), now).is_some());
+        let repeat = series.observe(event("b", "1"), now).expect("first repeat");
+        assert_eq!(repeat.series.map(|s| s.count), Some(2));
     }
 
     #[tokio::test(start_paused = true)]

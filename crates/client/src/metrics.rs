@@ -135,6 +135,15 @@ impl WorkQueueMetrics {
 }
 
 impl QueueMetrics for WorkQueueMetrics {
+    fn new_queue(&self, name: &str) {
+        let l = name_label(name);
+        drop(self.adds.get_or_create(&l));
+        drop(self.depth.get_or_create(&l));
+        drop(self.queue_duration.get_or_create(&l));
+        drop(self.work_duration.get_or_create(&l));
+        drop(self.retries.get_or_create(&l));
+    }
+
     fn add(&self, name: &str) {
         self.adds.get_or_create(&name_label(name)).inc();
     }
@@ -221,6 +230,11 @@ mod tests {
         let q = WorkQueueMetrics::register(&mut registry);
         let l = LeaderElectionMetrics::register(&mut registry);
         assert_eq!(text_format(&registry), "", "no samples, no families");
+        q.new_queue("deployment");
+        assert!(
+            text_format(&registry).contains("workqueue_retries_total{name=\"deployment\"} 0\n"),
+            "a new queue's metrics show at zero"
+        );
         q.add("replicaset");
         q.depth("replicaset", 3);
         q.work_duration("replicaset", Duration::from_millis(2));
@@ -239,7 +253,7 @@ mod tests {
         }
         assert!(!text.contains("# EOF"));
         assert!(
-            !text.contains("workqueue_queue_duration"),
+            !text.contains("workqueue_queue_duration_seconds_count{name=\"replicaset\"}"),
             "no sample yet: {text}"
         );
     }

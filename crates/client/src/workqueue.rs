@@ -156,6 +156,9 @@ pub fn default_controller_rate_limiter<T: Hash + Eq + Clone + Send + 'static>()
 /// `workqueue_queue_duration_seconds{name}`, `workqueue_work_duration_seconds{name}` and
 /// `workqueue_retries_total{name}`. Every method does nothing by default.
 pub trait QueueMetrics: Send + Sync {
+    /// A queue named `name` was made: its metrics show from now on, at zero (client-go
+    /// creates them with the queue).
+    fn new_queue(&self, _name: &str) {}
     /// A key was added (not counting adds folded into a waiting one).
     fn add(&self, _name: &str) {}
     /// The number of keys waiting for a worker.
@@ -237,6 +240,7 @@ impl<T: Hash + Eq + Clone + Send + 'static> WorkQueue<T> {
     /// Reports into `metrics`.
     #[must_use]
     pub fn with_metrics(mut self, metrics: Arc<dyn QueueMetrics>) -> Self {
+        metrics.new_queue(&self.name);
         self.metrics = metrics;
         self
     }

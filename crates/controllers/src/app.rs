@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use skiff_client::cache::SharedInformerFactory;
-use skiff_client::events::{ApiEventSink, broadcaster};
+use skiff_client::events::{ApiEventSink, controller_broadcaster};
 use skiff_client::leaderelection::{
     LeaderElectionConfig, LeaderElector, LeaderMetrics, Outcome, default_identity,
 };
@@ -198,7 +198,7 @@ pub async fn run_controllers(
 ) {
     let queues = Arc::clone(&metrics.queues) as Arc<dyn QueueMetrics>;
     let factory = SharedInformerFactory::new(client.clone());
-    let (recorders, events) = broadcaster(ApiEventSink::new(client.clone()));
+    let (recorders, events) = controller_broadcaster(ApiEventSink::new(client.clone()));
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(events.run(cancel.clone()));
     if enabled(&opts.controllers, replicaset::NAME).unwrap_or(false) {

@@ -494,6 +494,10 @@ pub async fn run_workers<S, Fut>(
             while let Some(key) = queue.get().await {
                 match sync(key.clone()).await {
                     Ok(()) => queue.forget(&key),
+                    Err(e) if e.is_conflict() => {
+                        tracing::debug!(controller = name, key, error = %e, "sync conflicted; retrying");
+                        queue.add_rate_limited(key.clone());
+                    }
                     Err(e) => {
                         tracing::warn!(controller = name, key, error = %e, "sync failed; retrying");
                         queue.add_rate_limited(key.clone());

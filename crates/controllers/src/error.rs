@@ -7,7 +7,7 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
     /// A call to the API server failed.
-    #[error("API request failed: {0}")]
+    #[error("API request failed: {}", describe(.0))]
     Api(#[from] kube::Error),
     /// The client (kubeconfig, leader election) could not be set up.
     #[error(transparent)]
@@ -16,4 +16,21 @@ pub enum Error {
     /// that is gone); retried with backoff like an API failure.
     #[error("{0}")]
     Invalid(String),
+}
+
+/// The API server's message and reason (`Operation cannot be fulfilled ...: Conflict`),
+/// without kube's dump of the whole Status; other errors as they print.
+fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({}, {})", s.message, s.reason, s.code),
+        other => other.to_string(),
+    }
+}
+
+impl Error {
+    /// True for a 409 Conflict: the object changed since it was read, and the next sync
+    /// reads it again (upstream requeues these without a warning).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Api(kube::Error::Api(s)) if s.code == 409)
+    }
 }

@@ -333,7 +333,8 @@ async fn replica_set_creates_adopts_scales_and_releases() {
     }
 }
 
-/// Plays the kubelets: every pod that appears is marked Running and Ready at once.
+/// Plays the kubelets: every pod that appears is marked Running and Ready at once, but
+/// those labelled `hold`.
 fn simulate_kubelets(pods: Api<Pod>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let stream = watcher::watcher(pods.clone(), watcher::Config::default());
@@ -347,7 +348,12 @@ fn simulate_kubelets(pods: Api<Pod>) -> tokio::task::JoinHandle<()> {
                 .as_ref()
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            if ready || p.metadata.deletion_timestamp.is_some() {
+            let held = p
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("hold"));
+            if ready || held || p.metadata.deletion_timestamp.is_some() {
                 continue;
             }
             let patch = json!({"status": {"phase": "Running", "conditions": [{
@@ -688,6 +694,63 @@ async fn deployment_rolls_out_undoes_and_scales() {
         sets.lines().count(),
         4,
         "restart makes a new ReplicaSet: {sets}"
+    );
+
+    // A rollout that misses its progress deadline is reported, and revives once its
+    // pods become ready.
+    let mut slow = deployment_manifest("slow", 1);
+    slow.spec.progress_deadline_seconds = Some(2);
+    if let Some(m) = slow.spec.template.metadata.as_mut() {
+        m.labels
+            .get_or_insert_with(Default::default)
+            .insert("hold".into(), "1".into());
+    }
+    d.create(&PostParams::default(), &slow)
+        .await
+        .expect("create slow");
+    let progressing = |reason: &'static str| {
+        move |o: Option<&k8s_openapi::api::apps::v1::Deployment>| {
+            o.and_then(|d| d.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c.type_.as_deref() == Some("Progressing")
+                            && c.reason.as_deref() == Some(reason)
+                    })
+                })
+        }
+    };
+    let got = tokio::time::timeout(
+        WAIT,
+        kube::runtime::wait::await_condition(
+            d.clone(),
+            "slow",
+            progressing("ProgressDeadlineExceeded"),
+        ),
+    )
+    .await;
+    assert!(
+        matches!(got, Ok(Ok(_))),
+        "ProgressDeadlineExceeded; log:\n{}",
+        cm.log()
+    );
+    let held = wait_pods(&pods, "slow", "the held pod", |m| m.len() == 1).await;
+    for name in held.keys() {
+        set_ready(&pods, name).await;
+    }
+    let got = tokio::time::timeout(
+        WAIT,
+        kube::runtime::wait::await_condition(
+            d.clone(),
+            "slow",
+            progressing("NewReplicaSetAvailable"),
+        ),
+    )
+    .await;
+    assert!(
+        matches!(got, Ok(Ok(_))),
+        "revived after the deadline; log:\n{}",
+        cm.log()
     );
     kubelets.abort();
 }

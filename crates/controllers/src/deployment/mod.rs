@@ -43,10 +43,10 @@ use tokio_util::sync::CancellationToken;
 
 use self::util::{
     DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION, POD_TEMPLATE_HASH_LABEL,
-    REVISION_ANNOTATION, compute_hash, condition, deployment_complete, deployment_progressing,
-    deployment_timed_out, equal_ignore_hash, is_rolling_update, is_saturated, max_surge,
-    max_unavailable, new_rs_new_replicas, replicas, revision, rs_available, rs_replicas,
-    skip_annotation,
+    REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION, REVISION_HISTORY_LIMIT_IN_CHARS,
+    compute_hash, condition, deployment_complete, deployment_progressing, deployment_timed_out,
+    equal_ignore_hash, is_rolling_update, is_saturated, max_surge, max_unavailable,
+    new_rs_new_replicas, replicas, revision, rs_available, rs_replicas, skip_annotation,
 };
 use crate::Error;
 use crate::controller_utils::{Owner, claim, controller_of, controller_ref, run_workers};
@@ -336,7 +336,7 @@ impl DeploymentController {
                     .replace(&name, &PostParams::default(), &rs)
                     .await?;
             }
-            self.sync_revision(d, &rs).await?;
+            self.sync_revision(d, &rs, false).await?;
             return Ok(Some(rs));
         }
         if !create {
@@ -418,26 +418,61 @@ impl DeploymentController {
             );
             self.event(d, "Normal", "ScalingReplicaSet", &note);
         }
-        self.sync_revision(d, &created).await?;
+        self.sync_revision(d, &created, true).await?;
         Ok(Some(created))
     }
 
-    /// Writes the new ReplicaSet's revision on the Deployment (upstream
-    /// `SetDeploymentRevision`, written with the status as upstream does).
-    async fn sync_revision(&self, d: &mut Deployment, rs: &ReplicaSet) -> Result<(), Error> {
+    /// Writes the new ReplicaSet's revision on the Deployment, and a Progressing
+    /// condition naming the ReplicaSet when it was just `created`
+    /// (`NewReplicaSetCreated`) or when there is none yet (`FoundNewReplicaSet`), with
+    /// the status as upstream does (`getNewReplicaSet`).
+    async fn sync_revision(
+        &self,
+        d: &mut Deployment,
+        rs: &ReplicaSet,
+        created: bool,
+    ) -> Result<(), Error> {
         let rev = revision(rs).to_string();
         let annotations = d.metadata.annotations.get_or_insert_with(Default::default);
-        if annotations.get(REVISION_ANNOTATION) == Some(&rev) {
+        let mut needs_update = annotations.get(REVISION_ANNOTATION) != Some(&rev);
+        annotations.insert(REVISION_ANNOTATION.to_owned(), rev);
+        let mut status = d.status.clone().unwrap_or_default();
+        let has_deadline = d
+            .spec
+            .progress_deadline_seconds
+            .is_some_and(|s| s != i32::MAX);
+        let rs_name = rs.metadata.name.clone().unwrap_or_default();
+        if has_deadline && created {
+            let msg = format!("Created new replica set {rs_name:?}");
+            set_condition(
+                &mut status,
+                new_condition(
+                    PROGRESSING,
+                    "True",
+                    "NewReplicaSetCreated",
+                    &msg,
+                    Timestamp::now(),
+                ),
+            );
+            needs_update = true;
+        } else if has_deadline && condition(&status, PROGRESSING).is_none() {
+            let msg = format!("Found new replica set {rs_name:?}");
+            set_condition(
+                &mut status,
+                new_condition(
+                    PROGRESSING,
+                    "True",
+                    "FoundNewReplicaSet",
+                    &msg,
+                    Timestamp::now(),
+                ),
+            );
+            needs_update = true;
+        }
+        if !needs_update {
             return Ok(());
         }
-        annotations.insert(REVISION_ANNOTATION.to_owned(), rev);
-        let status = d.status.clone().unwrap_or_default();
-        let ns = d.metadata.namespace.clone().unwrap_or_default();
-        let name = d.metadata.name.clone().unwrap_or_default();
-        d.status = Some(status);
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
-        *d = api.replace_status(&name, &PostParams::default(), d).await?;
-        Ok(())
+        self.update_status(d, status).await
     }
 
     /// Scales `rs` to `size`, refreshing its replicas annotations; an event when the
@@ -823,9 +858,11 @@ impl DeploymentController {
                 d.metadata.name.as_deref().unwrap_or("")
             ),
         };
-        if deadline.is_some()
-            && current.as_ref().and_then(|c| c.reason.as_deref()) != Some(TIMED_OUT_REASON)
-        {
+        // Upstream checks progress unless the last rollout already completed; a
+        // rollout that timed out is checked again, so that progress revives it.
+        let already_complete = status.replicas == status.updated_replicas
+            && current.as_ref().and_then(|c| c.reason.as_deref()) == Some("NewReplicaSetAvailable");
+        if deadline.is_some() && !already_complete {
             if complete {
                 set_condition(
                     &mut status,
@@ -1019,13 +1056,32 @@ fn set_new_rs_annotations(
         annotations.insert(k.clone(), v.clone());
         changed = true;
     }
-    let old: i64 = annotations
-        .get(REVISION_ANNOTATION)
+    let old_text = annotations.get(REVISION_ANNOTATION).cloned();
+    let old: i64 = old_text
+        .as_deref()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     if old < new_revision || (!exists && old == 0) {
         annotations.insert(REVISION_ANNOTATION.to_owned(), new_revision.to_string());
         changed = true;
+    }
+    // A ReplicaSet given a newer revision is a rollback to it: its old revisions are
+    // kept in the history, at most 2,000 characters (upstream
+    // `revHistoryLimitInChars`), oldest dropped first.
+    if let Some(old_text) = old_text.filter(|_| old < new_revision) {
+        let history = annotations
+            .get(REVISION_HISTORY_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        let mut revisions: Vec<&str> = history.split(',').filter(|r| !r.is_empty()).collect();
+        revisions.push(&old_text);
+        while revisions.iter().map(|r| r.len() + 1).sum::<usize>() - 1
+            > REVISION_HISTORY_LIMIT_IN_CHARS
+            && revisions.len() > 1
+        {
+            revisions.remove(0);
+        }
+        annotations.insert(REVISION_HISTORY_ANNOTATION.to_owned(), revisions.join(","));
     }
     changed
 }
@@ -1184,4 +1240,35 @@ fn calculate_status(
         );
     }
     status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rollback_keeps_the_old_revisions_in_the_history() {
+        let d = Deployment::default();
+        let mut rs = ReplicaSet::default();
+        assert!(set_new_rs_annotations(&d, &mut rs, 1, false));
+        let get = |rs: &ReplicaSet, k: &str| {
+            rs.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(k))
+                .cloned()
+        };
+        assert_eq!(get(&rs, REVISION_ANNOTATION).as_deref(), Some("1"));
+        assert_eq!(get(&rs, REVISION_HISTORY_ANNOTATION), None);
+        // Rolled back to twice: revision 1 became 3, then 3 became 5.
+        assert!(set_new_rs_annotations(&d, &mut rs, 3, true));
+        assert!(set_new_rs_annotations(&d, &mut rs, 5, true));
+        assert_eq!(get(&rs, REVISION_ANNOTATION).as_deref(), Some("5"));
+        assert_eq!(
+            get(&rs, REVISION_HISTORY_ANNOTATION).as_deref(),
+            Some("1,3")
+        );
+        // Already the newest: nothing changes.
+        assert!(!set_new_rs_annotations(&d, &mut rs, 5, true));
+    }
 }

@@ -11,6 +11,10 @@ use skiff_api::validation::scaled_value;
 
 /// The revision of a ReplicaSet, and the last one of a Deployment.
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
+/// The revisions a ReplicaSet had before a rollback gave it a newer one.
+pub const REVISION_HISTORY_ANNOTATION: &str = "deployment.kubernetes.io/revision-history";
+/// The longest revision history kept (upstream `revHistoryLimitInChars`).
+pub const REVISION_HISTORY_LIMIT_IN_CHARS: usize = 2000;
 /// The Deployment's `spec.replicas` when it last scaled the ReplicaSet.
 pub const DESIRED_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/desired-replicas";
 /// `spec.replicas` plus maxSurge when the Deployment last scaled the ReplicaSet.
@@ -23,7 +27,7 @@ pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 pub fn skip_annotation(key: &str) -> bool {
     key == "kubectl.kubernetes.io/last-applied-configuration"
         || key == REVISION_ANNOTATION
-        || key == "deployment.kubernetes.io/revision-history"
+        || key == REVISION_HISTORY_ANNOTATION
         || key == DESIRED_REPLICAS_ANNOTATION
         || key == MAX_REPLICAS_ANNOTATION
         || key == "deprecated.deployment.rollback.to"

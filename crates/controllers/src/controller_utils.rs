@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use skiff_api::core::pod::conditions::{is_pod_ready, pod_phase, ready_condition};
 use skiff_api::selector::LabelSelector;
+use skiff_client::cache::Store;
 use skiff_client::workqueue::WorkQueue;
 use tokio_util::sync::CancellationToken;
 
@@ -126,6 +127,22 @@ pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .as_ref()?
         .iter()
         .find(|r| r.controller == Some(true))
+}
+
+/// The object of `store` that controls `meta` (upstream `resolveControllerRef`): the
+/// controller reference's kind is `K`'s, and the cached object of that name in `meta`'s
+/// namespace has the referenced UID (not a newer object of the same name).
+pub fn resolve_controller_ref<K: Resource<DynamicType = ()>>(
+    store: &Store<K>,
+    meta: &ObjectMeta,
+) -> Option<Arc<K>> {
+    let r = controller_of(meta)?;
+    if r.kind != K::kind(&()) {
+        return None;
+    }
+    let ns = meta.namespace.as_deref().unwrap_or("");
+    let owner = store.get(&format!("{ns}/{}", r.name))?;
+    (owner.meta().uid.as_deref() == Some(r.uid.as_str())).then_some(owner)
 }
 
 /// A controller reference to the owner (`controller` and `blockOwnerDeletion` set, as

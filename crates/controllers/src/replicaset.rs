@@ -29,7 +29,8 @@ use tokio_util::sync::CancellationToken;
 use crate::Error;
 use crate::controller_utils::{
     BURST_REPLICAS, Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_of,
-    controller_ref, pod_from_template, pod_key, pods_to_delete, run_workers, slow_start_batch,
+    controller_ref, pod_from_template, pod_key, pods_to_delete, resolve_controller_ref,
+    run_workers, slow_start_batch,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -64,13 +65,7 @@ impl Handlers {
     /// The ReplicaSet controlling `pod`, if it is in the cache with the referenced UID
     /// (upstream `resolveControllerRef`).
     fn owner(&self, pod: &Pod) -> Option<Arc<ReplicaSet>> {
-        let r = controller_of(&pod.metadata)?;
-        if r.kind != "ReplicaSet" {
-            return None;
-        }
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("");
-        let rs = self.replica_sets.store().get(&format!("{ns}/{}", r.name))?;
-        (rs.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(rs)
+        resolve_controller_ref(self.replica_sets.store(), &pod.metadata)
     }
 
     /// Queues the ReplicaSets of the pod's namespace whose selector matches it (an

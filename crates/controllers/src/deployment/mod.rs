@@ -49,7 +49,9 @@ use self::util::{
     new_rs_new_replicas, replicas, revision, rs_available, rs_replicas, skip_annotation,
 };
 use crate::Error;
-use crate::controller_utils::{Owner, claim, controller_of, controller_ref, run_workers};
+use crate::controller_utils::{
+    Owner, claim, controller_of, controller_ref, resolve_controller_ref, run_workers,
+};
 
 /// The controller's name (`--controllers`, the events' reporting controller).
 pub const NAME: &str = "deployment-controller";
@@ -86,13 +88,7 @@ struct Handlers {
 
 impl Handlers {
     fn owner(&self, meta: &ObjectMeta) -> Option<Arc<Deployment>> {
-        let r = controller_of(meta)?;
-        if r.kind != "Deployment" {
-            return None;
-        }
-        let ns = meta.namespace.as_deref().unwrap_or("");
-        let d = self.deployments.store().get(&format!("{ns}/{}", r.name))?;
-        (d.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(d)
+        resolve_controller_ref(self.deployments.store(), meta)
     }
 
     fn queue_matching(&self, rs: &ReplicaSet) {
@@ -140,11 +136,7 @@ impl Handlers {
     /// A Recreate Deployment waits for its old pods to go: a deleted pod may let it on.
     fn on_pod(&self, delta: &Delta<Pod>) {
         let Delta::Deleted(pod) = delta else { return };
-        let Some(r) = controller_of(&pod.metadata).filter(|r| r.kind == "ReplicaSet") else {
-            return;
-        };
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("");
-        let Some(rs) = self.replica_sets.store().get(&format!("{ns}/{}", r.name)) else {
+        let Some(rs) = resolve_controller_ref(self.replica_sets.store(), &pod.metadata) else {
             return;
         };
         if let Some(d) = self.owner(&rs.metadata)

@@ -18,11 +18,15 @@ use skiff_client::serving::{self, Exposition, HealthState};
 use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Error, deployment, garbagecollector, replicaset};
+use crate::{Error, deployment, garbagecollector, job, replicaset};
 
 /// The controllers Skiff has, with upstream's `--controllers` names.
-pub const KNOWN_CONTROLLERS: &[&str] =
-    &[deployment::NAME, garbagecollector::NAME, replicaset::NAME];
+pub const KNOWN_CONTROLLERS: &[&str] = &[
+    deployment::NAME,
+    garbagecollector::NAME,
+    job::NAME,
+    replicaset::NAME,
+];
 
 /// How to run the controller manager (the flags).
 #[derive(Debug, Clone)]
@@ -38,6 +42,8 @@ pub struct Options {
     pub concurrent_deployment_syncs: usize,
     /// `--concurrent-gc-syncs` (default 20).
     pub concurrent_gc_syncs: usize,
+    /// `--concurrent-job-syncs` (default 5).
+    pub concurrent_job_syncs: usize,
     /// `--leader-elect` (default true).
     pub leader_elect: bool,
     /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
@@ -67,6 +73,7 @@ impl Options {
             concurrent_replicaset_syncs: 5,
             concurrent_deployment_syncs: 5,
             concurrent_gc_syncs: 20,
+            concurrent_job_syncs: 5,
             leader_elect: true,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -218,6 +225,15 @@ pub async fn run_controllers(
             Arc::clone(&queues),
         );
         tasks.spawn(Arc::clone(&d).run(opts.concurrent_deployment_syncs, cancel.clone()));
+    }
+    if enabled(&opts.controllers, job::NAME).unwrap_or(false) {
+        let j = job::JobController::new(
+            client.clone(),
+            &factory,
+            recorders.recorder(job::NAME),
+            Arc::clone(&queues),
+        );
+        tasks.spawn(Arc::clone(&j).run(opts.concurrent_job_syncs, cancel.clone()));
     }
     if enabled(&opts.controllers, garbagecollector::NAME).unwrap_or(false) {
         match garbagecollector::GarbageCollector::new(client.clone(), Arc::clone(&queues)).await {

@@ -192,6 +192,10 @@ pub struct Owner<'a> {
     pub api_version: &'a str,
     /// `ReplicaSet`, `Deployment`, ...
     pub kind: &'a str,
+    /// A finalizer an adopted object gets with its controller reference (the Job
+    /// controller's `batch.kubernetes.io/job-tracking`; upstream
+    /// `NewPodControllerRefManager`'s `finalizers`).
+    pub adopt_finalizer: Option<&'a str>,
 }
 
 /// Adopts the orphans among `candidates` that `selector` matches and releases the
@@ -271,7 +275,10 @@ where
                     continue;
                 }
                 let r = controller_ref(owner.meta, owner.api_version, owner.kind);
-                let patch = json!({"metadata": {"ownerReferences": [r], "uid": meta.uid}});
+                let mut patch = json!({"metadata": {"ownerReferences": [r], "uid": meta.uid}});
+                if let Some(f) = owner.adopt_finalizer {
+                    patch["metadata"]["finalizers"] = json!([f]);
+                }
                 match patch_object::<K>(client, meta, patch).await {
                     Ok(Some(adopted)) => claimed.push(Arc::new(adopted)),
                     Ok(None) => {}

@@ -33,4 +33,13 @@ impl Error {
     pub fn is_conflict(&self) -> bool {
         matches!(self, Error::Api(kube::Error::Api(s)) if s.code == 409)
     }
+
+    /// The API server's message alone (`pods "x" is forbidden: ...`), as upstream's
+    /// events quote it; other errors as they print.
+    pub fn message(&self) -> String {
+        match self {
+            Error::Api(kube::Error::Api(s)) => s.message.clone(),
+            other => other.to_string(),
+        }
+    }
 }

@@ -12,6 +12,7 @@ pub mod controller_utils;
 pub mod deployment;
 pub mod error;
 pub mod garbagecollector;
+pub mod job;
 pub mod replicaset;
 
 pub use error::Error;

@@ -266,6 +266,7 @@ impl ReplicaSetController {
             meta: &rs.metadata,
             api_version: "apps/v1",
             kind: "ReplicaSet",
+            adopt_finalizer: None,
         };
         let api: Api<ReplicaSet> = Api::namespaced(
             self.client.clone(),

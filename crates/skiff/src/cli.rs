@@ -472,6 +472,9 @@ pub struct ControllerManagerArgs {
     /// Garbage collector workers.
     #[arg(long, default_value_t = 20)]
     pub concurrent_gc_syncs: usize,
+    /// Jobs synced at once.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_job_syncs: usize,
     /// Address of the HTTPS endpoint (/healthz, /livez, /readyz, /metrics).
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,

@@ -12,6 +12,7 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
         concurrent_deployment_syncs: args.concurrent_deployment_syncs,
         concurrent_gc_syncs: args.concurrent_gc_syncs,
+        concurrent_job_syncs: args.concurrent_job_syncs,
         leader_elect: args.leader_elect,
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,

@@ -6,6 +6,8 @@
 mod deployment;
 #[path = "controllers/garbagecollector.rs"]
 mod garbagecollector;
+#[path = "controllers/job.rs"]
+mod job;
 #[path = "controllers/replicaset.rs"]
 mod replicaset;
 
@@ -183,7 +185,6 @@ async fn set_ready(pods: &Api<Pod>, name: &str) {
         .expect("mark the pod Ready");
 }
 
-
 /// Plays the kubelets: every pod that appears is marked Running and Ready at once, but
 /// those labelled `hold`.
 fn simulate_kubelets(pods: Api<Pod>) -> tokio::task::JoinHandle<()> {
@@ -297,7 +298,6 @@ fn images(pods: &BTreeMap<String, Pod>) -> Vec<String> {
     v.sort();
     v
 }
-
 
 fn deployment_manifest(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::Deployment {
     serde_json::from_value(json!({

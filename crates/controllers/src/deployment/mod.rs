@@ -253,6 +253,7 @@ impl DeploymentController {
             meta: &d.metadata,
             api_version: "apps/v1",
             kind: "Deployment",
+            adopt_finalizer: None,
         };
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
         let name = d.metadata.name.clone().unwrap_or_default();

@@ -1,4 +1,5 @@
-//! The Deployment controller end to end: rollouts watched step by step, history, undo, scale, pause.
+//! The Deployment controller end to end: rollouts watched step by step, history, undo,
+//! scale, pause.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! The garbage collector end to end: the three propagation policies, dangling owners, a namespace holding a Job.
+//! The garbage collector end to end: the three propagation policies, dangling owners, a
+//! namespace holding a Job.
 
 use super::*;
 

@@ -1,0 +1,178 @@
+//! `spec.podFailurePolicy` (upstream `pkg/controller/job/pod_failure_policy.go`,
+//! KEP-3329): the first rule matching a failed pod decides whether the Job fails at
+//! once (`FailJob`), the failure is not counted against `backoffLimit` (`Ignore`), or it
+//! counts as usual (`Count`, and `FailIndex`, which needs `backoffLimitPerIndex`).
+
+use k8s_openapi::api::batch::v1::{PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+
+/// What a failed pod means under the policy (upstream `matchPodFailurePolicy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// The Job's failure message when a `FailJob` rule matched.
+    pub(crate) fail_job: Option<String>,
+    /// Whether the failure counts against `backoffLimit`.
+    pub(crate) count_failed: bool,
+    /// The matching rule's action, if any rule matched.
+    pub(crate) action: Option<String>,
+}
+
+/// Applies `policy` to the failed `pod`: rules in order, the first match wins; no match
+/// counts the failure.
+pub(crate) fn match_policy(policy: &PodFailurePolicy, pod: &Pod) -> Verdict {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+    let name = pod.metadata.name.as_deref().unwrap_or("");
+    for (index, rule) in policy.rules.iter().enumerate() {
+        let action = rule.action.as_str();
+        let matched = if let Some(req) = &rule.on_exit_codes {
+            matching_container(pod, req).map(|(container, code)| {
+                format!(
+                    "Container {container} for pod {ns}/{name} failed with exit code {code} \
+                     matching {action} rule at index {index}"
+                )
+            })
+        } else if let Some(patterns) = &rule.on_pod_conditions {
+            let conditions = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_deref())
+                .unwrap_or_default();
+            patterns.iter().find_map(|pattern| {
+                let want = pattern.status.as_deref().unwrap_or("True");
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == pattern.type_ && c.status == want)
+                    .then(|| {
+                        format!(
+                            "Pod {ns}/{name} has condition {} matching {action} rule at index \
+                             {index}",
+                            pattern.type_
+                        )
+                    })
+            })
+        } else {
+            None
+        };
+        let Some(message) = matched else {
+            continue;
+        };
+        return match action {
+            "FailJob" => Verdict {
+                fail_job: Some(message),
+                count_failed: true,
+                action: Some(action.to_owned()),
+            },
+            "Ignore" => Verdict {
+                fail_job: None,
+                count_failed: false,
+                action: Some(action.to_owned()),
+            },
+            _ => Verdict {
+                fail_job: None,
+                count_failed: true,
+                action: Some(action.to_owned()),
+            },
+        };
+    }
+    Verdict {
+        fail_job: None,
+        count_failed: true,
+        action: None,
+    }
+}
+
+/// The first container (init containers first) that terminated with a non-zero exit
+/// code matching `req`: its name and code (upstream `getMatchingContainerFromList`).
+fn matching_container(
+    pod: &Pod,
+    req: &PodFailurePolicyOnExitCodesRequirement,
+) -> Option<(String, i32)> {
+    let status = pod.status.as_ref()?;
+    let lists: [&[ContainerStatus]; 2] = [
+        status
+            .init_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
+        status.container_statuses.as_deref().unwrap_or_default(),
+    ];
+    lists.into_iter().flatten().find_map(|cs| {
+        let code = cs.state.as_ref()?.terminated.as_ref()?.exit_code;
+        if code == 0 {
+            return None;
+        }
+        if req.container_name.as_deref().is_some_and(|n| n != cs.name) {
+            return None;
+        }
+        let listed = req.values.contains(&code);
+        let hit = match req.operator.as_str() {
+            "In" => listed,
+            "NotIn" => !listed,
+            _ => false,
+        };
+        hit.then(|| (cs.name.clone(), code))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn failed_pod(exit: i32, conditions: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "status": {"phase": "Failed", "conditions": conditions, "containerStatuses": [
+                {"name": "ok", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 0}}},
+                {"name": "main", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": exit}}},
+            ]},
+        }))
+        .expect("a pod")
+    }
+
+    fn policy(rules: serde_json::Value) -> PodFailurePolicy {
+        serde_json::from_value(json!({ "rules": rules })).expect("a policy")
+    }
+
+    #[test]
+    fn exit_codes_decide_as_upstream() {
+        let p = policy(json!([
+            {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [1]}},
+            {"action": "FailJob", "onExitCodes": {"containerName": "main",
+                "operator": "In", "values": [42]}},
+            {"action": "Count", "onExitCodes": {"operator": "NotIn", "values": [42]}},
+        ]));
+        let v = match_policy(&p, &failed_pod(42, json!([])));
+        assert_eq!(
+            v.fail_job.as_deref(),
+            Some(
+                "Container main for pod ns/p failed with exit code 42 matching FailJob rule at \
+                 index 1"
+            )
+        );
+        let ignored = match_policy(&p, &failed_pod(1, json!([])));
+        assert!(!ignored.count_failed && ignored.fail_job.is_none());
+        let counted = match_policy(&p, &failed_pod(7, json!([])));
+        assert_eq!(
+            (counted.count_failed, counted.action.as_deref()),
+            (true, Some("Count"))
+        );
+    }
+
+    #[test]
+    fn pod_conditions_match_type_and_status() {
+        let p = policy(json!([
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        ]));
+        let disrupted = failed_pod(137, json!([{"type": "DisruptionTarget", "status": "True"}]));
+        assert!(!match_policy(&p, &disrupted).count_failed);
+        let other = failed_pod(
+            137,
+            json!([{"type": "DisruptionTarget", "status": "False"}]),
+        );
+        let v = match_policy(&p, &other);
+        assert!(v.count_failed && v.action.is_none());
+    }
+}

@@ -18,14 +18,20 @@ use skiff_client::serving::{self, Exposition, HealthState};
 use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Error, deployment, garbagecollector, job, replicaset};
+use crate::{
+    Error, deployment, garbagecollector, job, podgc, replicaset, rootcacertpublisher,
+    serviceaccount,
+};
 
 /// The controllers Skiff has, with upstream's `--controllers` names.
 pub const KNOWN_CONTROLLERS: &[&str] = &[
     deployment::NAME,
     garbagecollector::NAME,
     job::NAME,
+    podgc::NAME,
     replicaset::NAME,
+    rootcacertpublisher::NAME,
+    serviceaccount::NAME,
 ];
 
 /// How to run the controller manager (the flags).
@@ -44,6 +50,12 @@ pub struct Options {
     pub concurrent_gc_syncs: usize,
     /// `--concurrent-job-syncs` (default 5).
     pub concurrent_job_syncs: usize,
+    /// `--terminated-pod-gc-threshold`: terminated pods kept before the oldest are
+    /// deleted (default 12,500; 0 keeps all).
+    pub terminated_pod_gc_threshold: usize,
+    /// `--root-ca-file`: the CA bundle published as `kube-root-ca.crt` in every
+    /// namespace; without it, the kubeconfig's CA.
+    pub root_ca_file: Option<PathBuf>,
     /// `--leader-elect` (default true).
     pub leader_elect: bool,
     /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
@@ -74,6 +86,8 @@ impl Options {
             concurrent_deployment_syncs: 5,
             concurrent_gc_syncs: 20,
             concurrent_job_syncs: 5,
+            terminated_pod_gc_threshold: 12_500,
+            root_ca_file: None,
             leader_elect: true,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -235,6 +249,32 @@ pub async fn run_controllers(
         );
         tasks.spawn(Arc::clone(&j).run(opts.concurrent_job_syncs, cancel.clone()));
     }
+    if enabled(&opts.controllers, podgc::NAME).unwrap_or(false) {
+        let gc = podgc::PodGc::new(client.clone(), &factory, opts.terminated_pod_gc_threshold);
+        tasks.spawn(gc.run(cancel.clone()));
+    }
+    if enabled(&opts.controllers, serviceaccount::NAME).unwrap_or(false) {
+        let sa = serviceaccount::ServiceAccountsController::new(
+            client.clone(),
+            &factory,
+            Arc::clone(&queues),
+        );
+        tasks.spawn(sa.run(cancel.clone()));
+    }
+    if enabled(&opts.controllers, rootcacertpublisher::NAME).unwrap_or(false) {
+        match root_ca(opts) {
+            Ok(ca) => {
+                let p = rootcacertpublisher::Publisher::new(
+                    client.clone(),
+                    &factory,
+                    ca,
+                    Arc::clone(&queues),
+                );
+                tasks.spawn(p.run(cancel.clone()));
+            }
+            Err(e) => tracing::error!(error = %e, "the root CA publisher could not start"),
+        }
+    }
     if enabled(&opts.controllers, garbagecollector::NAME).unwrap_or(false) {
         match garbagecollector::GarbageCollector::new(client.clone(), Arc::clone(&queues)).await {
             Ok(gc) => {
@@ -245,6 +285,50 @@ pub async fn run_controllers(
     }
     factory.start(&cancel);
     while tasks.join_next().await.is_some() {}
+}
+
+/// The CA bundle (PEM) to publish: `--root-ca-file`, else the kubeconfig's
+/// `certificate-authority-data` or `certificate-authority` file (upstream falls back to
+/// the client's CA data likewise).
+///
+/// Errors: the file cannot be read, or the kubeconfig has no CA.
+fn root_ca(opts: &Options) -> Result<String, Error> {
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("reading {}: {e}", path.display())))
+    };
+    if let Some(path) = &opts.root_ca_file {
+        return read(path);
+    }
+    let kubeconfig = kube::config::Kubeconfig::read_from(&opts.kubeconfig)
+        .map_err(|e| Error::Config(format!("reading {}: {e}", opts.kubeconfig.display())))?;
+    let current = kubeconfig.current_context.clone().unwrap_or_default();
+    let cluster_name = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == current)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone());
+    let cluster = kubeconfig
+        .clusters
+        .iter()
+        .find(|c| Some(&c.name) == cluster_name.as_ref())
+        .or_else(|| kubeconfig.clusters.first())
+        .and_then(|c| c.cluster.as_ref());
+    if let Some(data) = cluster.and_then(|c| c.certificate_authority_data.as_deref()) {
+        use base64::Engine as _;
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| Error::Config(format!("the kubeconfig's CA data: {e}")))?;
+        return String::from_utf8(pem)
+            .map_err(|e| Error::Config(format!("the kubeconfig's CA data: {e}")));
+    }
+    if let Some(path) = cluster.and_then(|c| c.certificate_authority.as_deref()) {
+        return read(std::path::Path::new(path));
+    }
+    Err(Error::Config(
+        "no --root-ca-file and no CA in the kubeconfig".into(),
+    ))
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ pub mod deployment;
 pub mod error;
 pub mod garbagecollector;
 pub mod job;
+pub mod podgc;
 pub mod replicaset;
+pub mod rootcacertpublisher;
+pub mod serviceaccount;
 
 pub use error::Error;

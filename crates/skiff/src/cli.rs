@@ -475,6 +475,13 @@ pub struct ControllerManagerArgs {
     /// Jobs synced at once.
     #[arg(long, default_value_t = 5)]
     pub concurrent_job_syncs: usize,
+    /// Terminated pods kept before the oldest are deleted; 0 keeps all.
+    #[arg(long, default_value_t = 12_500)]
+    pub terminated_pod_gc_threshold: usize,
+    /// CA bundle published as the kube-root-ca.crt ConfigMap in every namespace (default:
+    /// the kubeconfig's CA).
+    #[arg(long)]
+    pub root_ca_file: Option<PathBuf>,
     /// Address of the HTTPS endpoint (/healthz, /livez, /readyz, /metrics).
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,

@@ -13,6 +13,8 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         concurrent_deployment_syncs: args.concurrent_deployment_syncs,
         concurrent_gc_syncs: args.concurrent_gc_syncs,
         concurrent_job_syncs: args.concurrent_job_syncs,
+        terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
+        root_ca_file: args.root_ca_file,
         leader_elect: args.leader_elect,
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,

@@ -50,6 +50,17 @@ pub async fn run(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    run_with_ready(config, shutdown, None).await
+}
+
+/// [`run`], sending the PKI on `ready` once the server listens and its bootstrap objects
+/// exist, so that a process embedding it (`skiff server`) starts its other components
+/// on that event.
+pub async fn run_with_ready(
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: Option<tokio::sync::oneshot::Sender<Pki>>,
+) -> anyhow::Result<()> {
     let range = &config.cluster.service_cluster_ip_range;
     let service_ip = first_service_ip(range).with_context(|| {
         format!("--service-cluster-ip-range {range} has no room for the kubernetes service")
@@ -135,6 +146,10 @@ pub async fn run(
         .with_context(|| format!("binding {}:{}", config.bind_address, config.secure_port))?;
     tracing::info!(address = %listener.local_addr()?, kubeconfig = %config.data_dir.join(ADMIN_KUBECONFIG).display(), "API server serving");
     let tls = tls_config(&pki)?;
+    if let Some(ready) = ready {
+        // The embedding process may have stopped waiting; nothing to do then.
+        let _ = ready.send(pki.clone());
+    }
     // The namespace controller's deletion, until Skiff has a controller manager.
     let deleter_state = state.clone();
     let deleter = tokio::spawn(async move {

@@ -229,6 +229,39 @@ impl Pki {
     }
 }
 
+impl Pki {
+    /// A client certificate of the cluster CA for a component's own identity (kubeadm's
+    /// `kubeconfig` phase: `system:kube-scheduler`, `system:kube-controller-manager`,
+    /// `system:node:<name>` in `system:nodes`), kept in `<stem>.crt`/`<stem>.key` and
+    /// issued again when missing, stale or for another CA.
+    ///
+    /// Errors: unreadable files, a failed signature or write.
+    pub fn client_certificate(
+        &self,
+        stem: &str,
+        common_name: &str,
+        organization: Option<&str>,
+    ) -> anyhow::Result<CertKey> {
+        let ca_key = KeyPair::from_pem(&self.ca.key_pem).context("reading ca.key")?;
+        let issuer =
+            Issuer::from_ca_cert_pem(&self.ca.cert_pem, ca_key).context("reading ca.crt")?;
+        let ca_der = pem_to_der(&self.ca.cert_pem)?;
+        ensure_leaf(
+            &self.dir,
+            &issuer,
+            &ca_der,
+            false,
+            Leaf {
+                stem,
+                common_name,
+                organization,
+                usage: ExtendedKeyUsagePurpose::ClientAuth,
+                names: None,
+            },
+        )
+    }
+}
+
 /// The CA from `<stem>.crt`/`<stem>.key`, or a new one named `common_name`; `true` when
 /// new.
 fn ensure_ca(dir: &Path, stem: &str, common_name: &str) -> anyhow::Result<(CertKey, bool)> {

@@ -55,6 +55,29 @@ pub struct Options {
     pub pod_max_in_unschedulable_pods_duration: Option<Duration>,
 }
 
+impl Options {
+    /// kube-scheduler's defaults with `kubeconfig`: no configuration file, the endpoint
+    /// on 0.0.0.0:10259, leader election and client settings from the (default)
+    /// KubeSchedulerConfiguration.
+    pub fn new(kubeconfig: PathBuf) -> Self {
+        Self {
+            config: None,
+            kubeconfig: Some(kubeconfig),
+            bind_address: IpAddr::from([0, 0, 0, 0]),
+            secure_port: 10259,
+            leader_elect: None,
+            lease_duration: None,
+            renew_deadline: None,
+            retry_period: None,
+            lease_name: None,
+            lease_namespace: None,
+            kube_api_qps: None,
+            kube_api_burst: None,
+            pod_max_in_unschedulable_pods_duration: None,
+        }
+    }
+}
+
 /// Feeds the scheduler's observations into the Prometheus metrics.
 struct MetricsObserver(Arc<Metrics>);
 

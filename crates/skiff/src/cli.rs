@@ -32,6 +32,10 @@ pub enum Command {
     /// The controller manager: the controllers that turn workloads into pods
     /// (kube-controller-manager's flags).
     ControllerManager(ControllerManagerArgs),
+    /// A single-node cluster in one process: the API server, scheduler, controller
+    /// manager and a kubelet with its embedded runtime. Takes the API server's and the
+    /// kubelet's flags.
+    Server(Box<ServerArgs>),
     /// Image store tools (`skiff image import FILE|DIR`).
     Image(crate::image::ImageArgs),
     /// Benchmarks.
@@ -343,6 +347,22 @@ pub struct SchedulerArgs {
     /// How long a pod may stay unschedulable before it is tried again [default: 5m].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub pod_max_in_unschedulable_pods_duration: Option<Duration>,
+}
+
+/// `skiff server` flags: the API server's and the kubelet's under their own names, and
+/// the ports of the scheduler's and the controller manager's endpoints.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    #[command(flatten)]
+    pub apiserver: ApiserverArgs,
+    #[command(flatten)]
+    pub kubelet: Box<KubeletArgs>,
+    /// HTTPS port of the scheduler's /healthz and /metrics; 0 disables it.
+    #[arg(long, value_name = "PORT", default_value_t = 10259)]
+    pub scheduler_secure_port: u16,
+    /// HTTPS port of the controller manager's /healthz and /metrics; 0 disables it.
+    #[arg(long, value_name = "PORT", default_value_t = 10257)]
+    pub controller_manager_secure_port: u16,
 }
 
 /// `skiff apiserver` flags (upstream kube-apiserver's names and defaults).

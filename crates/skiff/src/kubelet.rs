@@ -12,7 +12,15 @@ use crate::cli::KubeletArgs;
 use crate::{runtime, signals};
 
 pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
-    let shutdown = signals::shutdown().shared();
+    run_until(args, signals::shutdown().boxed()).await
+}
+
+/// The kubelet (and its embedded runtime) until `shutdown` resolves.
+pub async fn run_until(
+    args: KubeletArgs,
+    shutdown: futures::future::BoxFuture<'static, ()>,
+) -> anyhow::Result<()> {
+    let shutdown = shutdown.shared();
     let (config, endpoint) = kubelet_config(&args)?;
 
     let mut cri_server = None;
@@ -195,7 +203,7 @@ fn apply_flags(args: &KubeletArgs, config: &mut KubeletConfig) -> anyhow::Result
 }
 
 /// The node name: the override, else the host name in lower case (as upstream).
-fn node_name(hostname_override: Option<&str>) -> anyhow::Result<String> {
+pub(crate) fn node_name(hostname_override: Option<&str>) -> anyhow::Result<String> {
     let name = match hostname_override {
         Some(name) => name.to_string(),
         None => {

@@ -9,6 +9,7 @@ mod image;
 mod kubelet;
 mod runtime;
 mod scheduler;
+mod server;
 mod signals;
 
 use std::io::IsTerminal;
@@ -55,6 +56,7 @@ async fn run(command: cli::Command) -> anyhow::Result<()> {
         cli::Command::Apiserver(args) => apiserver::run(args).await,
         cli::Command::Scheduler(args) => scheduler::run(args).await,
         cli::Command::ControllerManager(args) => controller_manager::run(args).await,
+        cli::Command::Server(args) => server::run(args).await,
         cli::Command::Image(args) => image::run(args).await,
         cli::Command::Bench(cli::BenchCommand::Cri(args)) => bench::cri(args).await,
         cli::Command::Bench(cli::BenchCommand::Scheduler(args)) => {

@@ -1,0 +1,201 @@
+//! `skiff server`: a single-node cluster in one process — the API server, the
+//! scheduler, the controller manager and a kubelet with its embedded runtime.
+//!
+//! The API server starts first; once it listens, each other component gets its own
+//! client certificate from the cluster CA and a kubeconfig beside `admin.kubeconfig`
+//! (`scheduler.kubeconfig` as `system:kube-scheduler`, `controller-manager.kubeconfig`
+//! as `system:kube-controller-manager`, `kubelet.kubeconfig` as `system:node:<name>` in
+//! `system:nodes`), as kubeadm's `kubeconfig` phase gives upstream's components, so
+//! that access control fits them later. The scheduler and the controller manager run
+//! under leader election on their Leases, as upstream's do, so that a second server can
+//! join later.
+//!
+//! SIGTERM or SIGINT stops every component; pods keep running, as with `skiff kubelet`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use futures::FutureExt as _;
+use skiff_apiserver::config::{ClusterConfig, ServerConfig};
+use skiff_bootstrap::kubeconfig;
+use skiff_bootstrap::pki::Pki;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::ServerArgs;
+
+/// The kubeconfig files `skiff server` writes in its data directory, one per component.
+pub const SCHEDULER_KUBECONFIG: &str = "scheduler.kubeconfig";
+/// See [`SCHEDULER_KUBECONFIG`].
+pub const CONTROLLER_MANAGER_KUBECONFIG: &str = "controller-manager.kubeconfig";
+/// See [`SCHEDULER_KUBECONFIG`].
+pub const KUBELET_KUBECONFIG: &str = "kubelet.kubeconfig";
+
+/// Runs the whole cluster until SIGTERM or SIGINT. Errors: any component failing to
+/// start; a component that fails later stops the others.
+pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
+    let ServerArgs {
+        apiserver,
+        mut kubelet,
+        scheduler_secure_port: scheduler_port,
+        controller_manager_secure_port: controller_manager_port,
+    } = *args;
+    let node_name = crate::kubelet::node_name(kubelet.hostname_override.as_deref())?;
+    anyhow::ensure!(
+        kubelet.kubeconfig.is_none(),
+        "--kubeconfig is not for skiff server: the kubelet's kubeconfig is written in --data-dir"
+    );
+    let data_dir = apiserver.data_dir.clone();
+    let local = local_address(apiserver.bind_address);
+    let url = format!("https://{}", SocketAddr::new(local, apiserver.secure_port));
+    let config = ServerConfig {
+        data_dir: apiserver.data_dir,
+        bind_address: apiserver.bind_address,
+        secure_port: apiserver.secure_port,
+        etcd_servers: apiserver.etcd_servers,
+        advertise_address: apiserver.advertise_address,
+        max_requests_inflight: skiff_apiserver::config::DEFAULT_MAX_REQUESTS_INFLIGHT,
+        max_mutating_requests_inflight:
+            skiff_apiserver::config::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
+        cluster: ClusterConfig {
+            service_cluster_ip_range: apiserver.service_cluster_ip_range,
+            service_node_port_range: apiserver.service_node_port_range,
+            ..ClusterConfig::default()
+        },
+    };
+
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        crate::signals::shutdown().await;
+        stop.cancel();
+    });
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let api_cancel = cancel.clone();
+    let mut api = tokio::spawn(skiff_apiserver::server::run_with_ready(
+        config,
+        async move { api_cancel.cancelled().await },
+        Some(ready_tx),
+    ));
+    let pki = tokio::select! {
+        ready = ready_rx => ready.context("the API server stopped before it was ready")?,
+        result = &mut api => {
+            result.context("the API server task")??;
+            anyhow::bail!("the API server stopped before it was ready");
+        }
+    };
+    let files = write_kubeconfigs(&data_dir, &url, &pki, &node_name)?;
+    tracing::info!(kubeconfig = %data_dir.join(skiff_apiserver::server::ADMIN_KUBECONFIG).display(), node = %node_name, "API server ready; starting the scheduler, the controller manager and the kubelet");
+
+    let scheduler = skiff_scheduler::app::Options {
+        secure_port: scheduler_port,
+        ..skiff_scheduler::app::Options::new(files.scheduler)
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    let c = cancel.clone();
+    tasks.spawn(async move {
+        skiff_scheduler::app::run(scheduler, c)
+            .await
+            .context("the scheduler")
+    });
+    let controllers = skiff_controllers::app::Options {
+        secure_port: controller_manager_port,
+        ..skiff_controllers::app::Options::new(files.controller_manager)
+    };
+    let c = cancel.clone();
+    tasks.spawn(async move {
+        skiff_controllers::app::run(controllers, c)
+            .await
+            .context("the controller manager")
+    });
+    kubelet.kubeconfig = Some(files.kubelet);
+    kubelet.hostname_override = Some(node_name);
+    let c = cancel.clone();
+    tasks.spawn(async move {
+        crate::kubelet::run_until(*kubelet, async move { c.cancelled().await }.boxed())
+            .await
+            .context("the kubelet")
+    });
+
+    let mut first_error = None;
+    loop {
+        tokio::select! {
+            joined = tasks.join_next() => {
+                let Some(joined) = joined else { break };
+                let result = joined.context("a component task").and_then(|r| r);
+                if let Err(e) = result {
+                    tracing::error!("{e:#}; stopping the other components");
+                    first_error.get_or_insert(e);
+                }
+                cancel.cancel();
+            }
+            result = &mut api, if !api.is_finished() => {
+                if let Err(e) = result.context("the API server task").and_then(|r| r) {
+                    first_error.get_or_insert(e);
+                }
+                cancel.cancel();
+            }
+        }
+    }
+    if !api.is_finished() {
+        cancel.cancel();
+        if let Err(e) = api.await.context("the API server task").and_then(|r| r) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// The per-component kubeconfig files.
+struct Kubeconfigs {
+    scheduler: PathBuf,
+    controller_manager: PathBuf,
+    kubelet: PathBuf,
+}
+
+/// Issues each component's client certificate and writes its kubeconfig in `dir`.
+fn write_kubeconfigs(
+    dir: &Path,
+    url: &str,
+    pki: &Pki,
+    node_name: &str,
+) -> anyhow::Result<Kubeconfigs> {
+    let write = |file: &str, stem: &str, cn: &str, org: Option<&str>| {
+        let cert = pki
+            .client_certificate(stem, cn, org)
+            .with_context(|| format!("issuing the {cn} client certificate"))?;
+        let path = dir.join(file);
+        kubeconfig::write(&path, url, &pki.ca.cert_pem, &cert)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok::<_, anyhow::Error>(path)
+    };
+    Ok(Kubeconfigs {
+        scheduler: write(
+            SCHEDULER_KUBECONFIG,
+            "scheduler",
+            "system:kube-scheduler",
+            None,
+        )?,
+        controller_manager: write(
+            CONTROLLER_MANAGER_KUBECONFIG,
+            "controller-manager",
+            "system:kube-controller-manager",
+            None,
+        )?,
+        kubelet: write(
+            KUBELET_KUBECONFIG,
+            "kubelet-client",
+            &format!("system:node:{node_name}"),
+            Some("system:nodes"),
+        )?,
+    })
+}
+
+/// The address local clients reach the API server at: loopback for a wildcard bind.
+fn local_address(bind: IpAddr) -> IpAddr {
+    if bind.is_unspecified() {
+        IpAddr::from([127, 0, 0, 1])
+    } else {
+        bind
+    }
+}

@@ -19,12 +19,13 @@ use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Error, deployment, garbagecollector, job, podgc, replicaset, rootcacertpublisher,
+    Error, daemon, deployment, garbagecollector, job, podgc, replicaset, rootcacertpublisher,
     serviceaccount,
 };
 
 /// The controllers Skiff has, with upstream's `--controllers` names.
 pub const KNOWN_CONTROLLERS: &[&str] = &[
+    daemon::NAME,
     deployment::NAME,
     garbagecollector::NAME,
     job::NAME,
@@ -46,6 +47,8 @@ pub struct Options {
     pub concurrent_replicaset_syncs: usize,
     /// `--concurrent-deployment-syncs` (default 5).
     pub concurrent_deployment_syncs: usize,
+    /// `--concurrent-daemonset-syncs` (default 2).
+    pub concurrent_daemonset_syncs: usize,
     /// `--concurrent-gc-syncs` (default 20).
     pub concurrent_gc_syncs: usize,
     /// `--concurrent-job-syncs` (default 5).
@@ -84,6 +87,7 @@ impl Options {
             controllers: vec!["*".to_owned()],
             concurrent_replicaset_syncs: 5,
             concurrent_deployment_syncs: 5,
+            concurrent_daemonset_syncs: 2,
             concurrent_gc_syncs: 20,
             concurrent_job_syncs: 5,
             terminated_pod_gc_threshold: 12_500,
@@ -275,6 +279,15 @@ pub async fn run_controllers(
             Err(e) => tracing::error!(error = %e, "the root CA publisher could not start"),
         }
     }
+    if enabled(&opts.controllers, daemon::NAME).unwrap_or(false) {
+        let ds = daemon::DaemonSetController::new(
+            client.clone(),
+            &factory,
+            recorders.recorder(daemon::NAME),
+            Arc::clone(&queues),
+        );
+        tasks.spawn(Arc::clone(&ds).run(opts.concurrent_daemonset_syncs, cancel.clone()));
+    }
     if enabled(&opts.controllers, garbagecollector::NAME).unwrap_or(false) {
         match garbagecollector::GarbageCollector::new(client.clone(), Arc::clone(&queues)).await {
             Ok(gc) => {
@@ -342,6 +355,7 @@ mod tests {
         assert!(!enabled(&v(&["*", "-replicaset-controller"]), replicaset::NAME).unwrap());
         assert!(enabled(&v(&["replicaset-controller"]), replicaset::NAME).unwrap());
         assert!(!enabled(&v(&[]), replicaset::NAME).unwrap());
+        assert!(enabled(&v(&["*"]), daemon::NAME).unwrap());
         let err = enabled(&v(&["*", "bogus"]), replicaset::NAME).unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -97,6 +97,20 @@ impl Expectations {
         );
     }
 
+    /// Expects `adds` creations and the deletion of the pods `pod_keys` for `key` at
+    /// once, replacing what was expected (upstream `SetExpectations`).
+    pub fn expect(&self, key: &str, adds: usize, pod_keys: Vec<String>) {
+        self.lock().insert(
+            key.to_owned(),
+            Expectation {
+                add: i64::try_from(adds).unwrap_or(i64::MAX),
+                del: i64::try_from(pod_keys.len()).unwrap_or(i64::MAX),
+                deleting: pod_keys.into_iter().collect(),
+                at: Instant::now(),
+            },
+        );
+    }
+
     /// A pod of `key` was seen created (or its create will never be seen).
     pub fn creation_observed(&self, key: &str) {
         if let Some(e) = self.lock().get_mut(key) {
@@ -565,6 +579,12 @@ mod tests {
         e.expect_creations("ns/rs", 1);
         e.delete("ns/rs");
         assert!(e.satisfied("ns/rs"));
+        // Creations and deletions at once: both must be seen.
+        e.expect("ns/ds", 1, vec!["ns/c".into()]);
+        e.creation_observed("ns/ds");
+        assert!(!e.satisfied("ns/ds"));
+        e.deletion_observed("ns/ds", "ns/c");
+        assert!(e.satisfied("ns/ds"));
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@
 
 pub mod app;
 pub mod controller_utils;
+pub mod daemon;
 pub mod deployment;
 pub mod error;
 pub mod garbagecollector;

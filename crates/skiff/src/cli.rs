@@ -489,6 +489,9 @@ pub struct ControllerManagerArgs {
     /// Deployments synced at once.
     #[arg(long, default_value_t = 5)]
     pub concurrent_deployment_syncs: usize,
+    /// DaemonSets synced at once.
+    #[arg(long, default_value_t = 2)]
+    pub concurrent_daemonset_syncs: usize,
     /// Garbage collector workers.
     #[arg(long, default_value_t = 20)]
     pub concurrent_gc_syncs: usize,

@@ -11,6 +11,7 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         controllers: args.controllers,
         concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
         concurrent_deployment_syncs: args.concurrent_deployment_syncs,
+        concurrent_daemonset_syncs: args.concurrent_daemonset_syncs,
         concurrent_gc_syncs: args.concurrent_gc_syncs,
         concurrent_job_syncs: args.concurrent_job_syncs,
         terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,

@@ -4,6 +4,8 @@
 
 #[path = "controllers/cluster.rs"]
 mod cluster;
+#[path = "controllers/daemonset.rs"]
+mod daemonset;
 #[path = "controllers/deployment.rs"]
 mod deployment;
 #[path = "controllers/garbagecollector.rs"]

@@ -19,12 +19,13 @@ use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Error, daemon, deployment, garbagecollector, job, podgc, replicaset, rootcacertpublisher,
-    serviceaccount,
+    Error, cronjob, daemon, deployment, garbagecollector, job, podgc, replicaset,
+    rootcacertpublisher, serviceaccount, ttlafterfinished,
 };
 
 /// The controllers Skiff has, with upstream's `--controllers` names.
 pub const KNOWN_CONTROLLERS: &[&str] = &[
+    cronjob::NAME,
     daemon::NAME,
     deployment::NAME,
     garbagecollector::NAME,
@@ -33,6 +34,7 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
     replicaset::NAME,
     rootcacertpublisher::NAME,
     serviceaccount::NAME,
+    ttlafterfinished::NAME,
 ];
 
 /// How to run the controller manager (the flags).
@@ -59,6 +61,10 @@ pub struct Options {
     /// `--root-ca-file`: the CA bundle published as `kube-root-ca.crt` in every
     /// namespace; without it, the kubeconfig's CA.
     pub root_ca_file: Option<PathBuf>,
+    /// `--concurrent-cron-job-syncs` (default 5).
+    pub concurrent_cron_job_syncs: usize,
+    /// `--concurrent-ttl-after-finished-syncs` (default 5).
+    pub concurrent_ttl_after_finished_syncs: usize,
     /// `--leader-elect` (default true).
     pub leader_elect: bool,
     /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
@@ -92,6 +98,8 @@ impl Options {
             concurrent_job_syncs: 5,
             terminated_pod_gc_threshold: 12_500,
             root_ca_file: None,
+            concurrent_cron_job_syncs: 5,
+            concurrent_ttl_after_finished_syncs: 5,
             leader_elect: true,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -287,6 +295,23 @@ pub async fn run_controllers(
             Arc::clone(&queues),
         );
         tasks.spawn(Arc::clone(&ds).run(opts.concurrent_daemonset_syncs, cancel.clone()));
+    }
+    if enabled(&opts.controllers, cronjob::NAME).unwrap_or(false) {
+        let cj = cronjob::CronJobController::new(
+            client.clone(),
+            &factory,
+            recorders.recorder(cronjob::NAME),
+            Arc::clone(&queues),
+        );
+        tasks.spawn(Arc::clone(&cj).run(opts.concurrent_cron_job_syncs, cancel.clone()));
+    }
+    if enabled(&opts.controllers, ttlafterfinished::NAME).unwrap_or(false) {
+        let ttl = ttlafterfinished::TtlAfterFinishedController::new(
+            client.clone(),
+            &factory,
+            Arc::clone(&queues),
+        );
+        tasks.spawn(ttl.run(opts.concurrent_ttl_after_finished_syncs, cancel.clone()));
     }
     if enabled(&opts.controllers, garbagecollector::NAME).unwrap_or(false) {
         match garbagecollector::GarbageCollector::new(client.clone(), Arc::clone(&queues)).await {

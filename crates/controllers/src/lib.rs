@@ -9,6 +9,7 @@
 
 pub mod app;
 pub mod controller_utils;
+pub mod cronjob;
 pub mod daemon;
 pub mod deployment;
 pub mod error;
@@ -18,5 +19,6 @@ pub mod podgc;
 pub mod replicaset;
 pub mod rootcacertpublisher;
 pub mod serviceaccount;
+pub mod ttlafterfinished;
 
 pub use error::Error;

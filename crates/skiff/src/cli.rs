@@ -505,6 +505,12 @@ pub struct ControllerManagerArgs {
     /// the kubeconfig's CA).
     #[arg(long)]
     pub root_ca_file: Option<PathBuf>,
+    /// CronJobs synced at once.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_cron_job_syncs: usize,
+    /// TTL-after-finished workers (Jobs checked for expiry at once).
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_ttl_after_finished_syncs: usize,
     /// Address of the HTTPS endpoint (/healthz, /livez, /readyz, /metrics).
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,

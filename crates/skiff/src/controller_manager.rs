@@ -16,6 +16,8 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         concurrent_job_syncs: args.concurrent_job_syncs,
         terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
         root_ca_file: args.root_ca_file,
+        concurrent_cron_job_syncs: args.concurrent_cron_job_syncs,
+        concurrent_ttl_after_finished_syncs: args.concurrent_ttl_after_finished_syncs,
         leader_elect: args.leader_elect,
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,

@@ -4,6 +4,8 @@
 
 #[path = "controllers/cluster.rs"]
 mod cluster;
+#[path = "controllers/cronjob.rs"]
+mod cronjob;
 #[path = "controllers/daemonset.rs"]
 mod daemonset;
 #[path = "controllers/deployment.rs"]

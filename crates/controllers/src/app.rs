@@ -222,6 +222,23 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
     }
 }
 
+/// A client of its own for one controller, from the kubeconfig, so that each has its own
+/// `--kube-api-qps`/`--kube-api-burst` budget, as upstream's `ClientBuilder` gives every
+/// controller (and the shared informers) a client: a burst of watches from the garbage
+/// collector's discovery must not delay a Job's pods. Falls back to `shared` (logged)
+/// if the kubeconfig cannot be loaded again.
+async fn own_client(opts: &Options, shared: &kube::Client) -> kube::Client {
+    match skiff_client::from_kubeconfig(&opts.kubeconfig, opts.kube_api_qps, opts.kube_api_burst)
+        .await
+    {
+        Ok(client) => client,
+        Err(e) => {
+            tracing::warn!(error = %e, "a controller shares the manager's client");
+            shared.clone()
+        }
+    }
+}
+
 /// Starts the enabled controllers and their informers; returns at `cancel`.
 pub async fn run_controllers(
     opts: &Options,
@@ -230,13 +247,13 @@ pub async fn run_controllers(
     cancel: CancellationToken,
 ) {
     let queues = Arc::clone(&metrics.queues) as Arc<dyn QueueMetrics>;
-    let factory = SharedInformerFactory::new(client.clone());
+    let factory = SharedInformerFactory::new(own_client(opts, &client).await);
     let (recorders, events) = controller_broadcaster(ApiEventSink::new(client.clone()));
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(events.run(cancel.clone()));
     if enabled(&opts.controllers, replicaset::NAME).unwrap_or(false) {
         let rs = replicaset::ReplicaSetController::new(
-            client.clone(),
+            own_client(opts, &client).await,
             &factory,
             recorders.recorder(replicaset::NAME),
             Arc::clone(&queues),
@@ -245,7 +262,7 @@ pub async fn run_controllers(
     }
     if enabled(&opts.controllers, deployment::NAME).unwrap_or(false) {
         let d = deployment::DeploymentController::new(
-            client.clone(),
+            own_client(opts, &client).await,
             &factory,
             recorders.recorder(deployment::NAME),
             Arc::clone(&queues),
@@ -254,7 +271,7 @@ pub async fn run_controllers(
     }
     if enabled(&opts.controllers, job::NAME).unwrap_or(false) {
         let j = job::JobController::new(
-            client.clone(),
+            own_client(opts, &client).await,
             &factory,
             recorders.recorder(job::NAME),
             Arc::clone(&queues),
@@ -262,12 +279,16 @@ pub async fn run_controllers(
         tasks.spawn(Arc::clone(&j).run(opts.concurrent_job_syncs, cancel.clone()));
     }
     if enabled(&opts.controllers, podgc::NAME).unwrap_or(false) {
-        let gc = podgc::PodGc::new(client.clone(), &factory, opts.terminated_pod_gc_threshold);
+        let gc = podgc::PodGc::new(
+            own_client(opts, &client).await,
+            &factory,
+            opts.terminated_pod_gc_threshold,
+        );
         tasks.spawn(gc.run(cancel.clone()));
     }
     if enabled(&opts.controllers, serviceaccount::NAME).unwrap_or(false) {
         let sa = serviceaccount::ServiceAccountsController::new(
-            client.clone(),
+            own_client(opts, &client).await,
             &factory,
             Arc::clone(&queues),
         );
@@ -277,7 +298,7 @@ pub async fn run_controllers(
         match root_ca(opts) {
             Ok(ca) => {
                 let p = rootcacertpublisher::Publisher::new(
-                    client.clone(),
+                    own_client(opts, &client).await,
                     &factory,
                     ca,
                     Arc::clone(&queues),
@@ -289,7 +310,7 @@ pub async fn run_controllers(
     }
     if enabled(&opts.controllers, daemon::NAME).unwrap_or(false) {
         let ds = daemon::DaemonSetController::new(
-            client.clone(),
+            own_client(opts, &client).await,
             &factory,
             recorders.recorder(daemon::NAME),
             Arc::clone(&queues),
@@ -298,7 +319,7 @@ pub async fn run_controllers(
     }
     if enabled(&opts.controllers, cronjob::NAME).unwrap_or(false) {
         let cj = cronjob::CronJobController::new(
-            client.clone(),
+            own_client(opts, &client).await,
             &factory,
             recorders.recorder(cronjob::NAME),
             Arc::clone(&queues),
@@ -307,14 +328,19 @@ pub async fn run_controllers(
     }
     if enabled(&opts.controllers, ttlafterfinished::NAME).unwrap_or(false) {
         let ttl = ttlafterfinished::TtlAfterFinishedController::new(
-            client.clone(),
+            own_client(opts, &client).await,
             &factory,
             Arc::clone(&queues),
         );
         tasks.spawn(ttl.run(opts.concurrent_ttl_after_finished_syncs, cancel.clone()));
     }
     if enabled(&opts.controllers, garbagecollector::NAME).unwrap_or(false) {
-        match garbagecollector::GarbageCollector::new(client.clone(), Arc::clone(&queues)).await {
+        match garbagecollector::GarbageCollector::new(
+            own_client(opts, &client).await,
+            Arc::clone(&queues),
+        )
+        .await
+        {
             Ok(gc) => {
                 tasks.spawn(gc.run(opts.concurrent_gc_syncs, cancel.clone()));
             }

@@ -64,14 +64,17 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
         },
     };
 
+    // Components stop first (they release their Leases and close their watches), the API
+    // server last.
     let cancel = CancellationToken::new();
+    let api_stop = CancellationToken::new();
     let stop = cancel.clone();
     tokio::spawn(async move {
         crate::signals::shutdown().await;
         stop.cancel();
     });
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let api_cancel = cancel.clone();
+    let api_cancel = api_stop.clone();
     let mut api = tokio::spawn(skiff_apiserver::server::run_with_ready(
         config,
         async move { api_cancel.cancelled().await },
@@ -82,6 +85,10 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
         result = &mut api => {
             result.context("the API server task")??;
             anyhow::bail!("the API server stopped before it was ready");
+        }
+        () = cancel.cancelled() => {
+            api_stop.cancel();
+            return api.await.context("the API server task")?;
         }
     };
     let files = write_kubeconfigs(&data_dir, &url, &pki, &node_name)?;
@@ -110,6 +117,7 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
     });
     kubelet.kubeconfig = Some(files.kubelet);
     kubelet.hostname_override = Some(node_name);
+    secure_kubelet_defaults(&mut kubelet, &pki);
     let c = cancel.clone();
     tasks.spawn(async move {
         crate::kubelet::run_until(*kubelet, async move { c.cancelled().await }.boxed())
@@ -118,6 +126,7 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
     });
 
     let mut first_error = None;
+    let mut api_result = None;
     loop {
         tokio::select! {
             joined = tasks.join_next() => {
@@ -129,21 +138,44 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
                 }
                 cancel.cancel();
             }
-            result = &mut api, if !api.is_finished() => {
-                if let Err(e) = result.context("the API server task").and_then(|r| r) {
-                    first_error.get_or_insert(e);
+            result = &mut api, if api_result.is_none() => {
+                let result = result.context("the API server task").and_then(|r| r);
+                if result.is_ok() {
+                    tracing::error!("the API server stopped; stopping the other components");
                 }
+                api_result = Some(result);
                 cancel.cancel();
             }
         }
     }
-    if !api.is_finished() {
-        cancel.cancel();
-        if let Err(e) = api.await.context("the API server task").and_then(|r| r) {
-            first_error.get_or_insert(e);
+    let result = match api_result {
+        Some(result) => result,
+        None => {
+            api_stop.cancel();
+            api.await.context("the API server task").and_then(|r| r)
         }
+    };
+    if let Err(e) = result {
+        first_error.get_or_insert(e);
     }
     first_error.map_or(Ok(()), Err)
+}
+/// kubeadm's kubelet settings where no flag gave one: the main port on every address
+/// (the API server dials the Node's InternalIP for logs, exec and port-forward), client
+/// certificates checked against the cluster CA, bearer tokens by TokenReview, no
+/// anonymous requests, authorization by SubjectAccessReview, and no unauthenticated
+/// read-only port.
+fn secure_kubelet_defaults(kubelet: &mut crate::cli::KubeletArgs, pki: &Pki) {
+    kubelet.address.get_or_insert(IpAddr::from([0, 0, 0, 0]));
+    kubelet
+        .client_ca_file
+        .get_or_insert_with(|| pki.dir.join("ca.crt"));
+    kubelet.read_only_port.get_or_insert(0);
+    kubelet.anonymous_auth.get_or_insert(false);
+    kubelet.authentication_token_webhook.get_or_insert(true);
+    kubelet
+        .authorization_mode
+        .get_or_insert(skiff_kubelet::AuthorizationMode::Webhook);
 }
 
 /// The per-component kubeconfig files.

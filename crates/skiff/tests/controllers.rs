@@ -16,6 +16,8 @@ mod garbagecollector;
 mod job;
 #[path = "controllers/replicaset.rs"]
 mod replicaset;
+#[path = "controllers/server.rs"]
+mod server;
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};

@@ -82,6 +82,9 @@ pub struct Node {
     main_port: u16,
     pod_cidr: String,
     kubelet: Option<Daemon>,
+    /// `skiff server`'s API server port, when the node is a whole server
+    /// ([`Node::start_server`]); None for `skiff kubelet`.
+    server_port: Option<u16>,
     /// UIDs of every pod seen in `/pods`, for leftover checks and cleanup.
     seen_uids: Mutex<BTreeSet<String>>,
 }
@@ -95,6 +98,18 @@ impl Node {
     /// not healthy in time (the message includes the tail of its log). Everything is
     /// removed on error.
     pub fn start(opts: NodeOptions) -> anyhow::Result<Node> {
+        Node::start_as(opts, false)
+    }
+
+    /// [`Node::start`] with `skiff server` instead of `skiff kubelet`: the same kubelet
+    /// flags and layout, plus the API server on SQLite in `<dir>/server` on a free port of
+    /// 127.0.0.1 ([`Node::kubeconfig`]), the scheduler and the controller manager (their
+    /// endpoints off). The test deletes its API objects before the node is dropped.
+    pub fn start_server(opts: NodeOptions) -> anyhow::Result<Node> {
+        Node::start_as(opts, true)
+    }
+
+    fn start_as(opts: NodeOptions, server: bool) -> anyhow::Result<Node> {
         let (id, dir) = create_unique_dir("sk")?;
         let mut node = Node {
             opts,
@@ -104,6 +119,7 @@ impl Node {
             main_port: 0,
             pod_cidr: String::new(),
             kubelet: None,
+            server_port: None,
             seen_uids: Mutex::new(BTreeSet::new()),
             id,
         };
@@ -121,11 +137,20 @@ impl Node {
         )?;
         node.port = sys::free_port()?;
         node.main_port = sys::free_port()?;
+        if server {
+            node.server_port = Some(sys::free_port()?);
+        }
         if let NodeRuntime::Containerd { registry } = &node.opts.runtime {
             node.containerd = Some(containerd::Containerd::start(&node.dir, registry)?);
         }
         node.spawn()?;
         Ok(node)
+    }
+
+    /// The admin kubeconfig of a [`Node::start_server`] node.
+    pub fn kubeconfig(&self) -> Option<PathBuf> {
+        self.server_port
+            .map(|_| self.dir.join("server/admin.kubeconfig"))
     }
 
     /// The node name (`--hostname-override`): `node-<8 hex>`.
@@ -399,8 +424,22 @@ impl Node {
     fn spawn(&mut self) -> anyhow::Result<()> {
         let dir = |sub: &str| self.dir.join(sub);
         let mut cmd = Command::new(&self.opts.skiff_bin);
-        cmd.arg("kubelet")
-            .arg("--pod-manifest-path")
+        match self.server_port {
+            Some(port) => {
+                cmd.arg("server")
+                    .arg("--data-dir")
+                    .arg(dir("server"))
+                    .arg("--secure-port")
+                    .arg(port.to_string())
+                    .args(["--bind-address", "127.0.0.1"])
+                    .args(["--scheduler-secure-port", "0"])
+                    .args(["--controller-manager-secure-port", "0"]);
+            }
+            None => {
+                cmd.arg("kubelet");
+            }
+        }
+        cmd.arg("--pod-manifest-path")
             .arg(dir("manifests"))
             .arg("--root-dir")
             .arg(dir("kubelet"))

@@ -1,0 +1,247 @@
+//! `skiff server` end to end: the API server, scheduler, controller manager and a real
+//! kubelet on its embedded runtime in one process, on the busybox test image. A
+//! Deployment runs, a Job completes, a failing Job stops at its backoffLimit, and each
+//! component holds its own identity.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node as KubeNode;
+use skiff_testkit::{Node, NodeOptions, NodeRuntime, Registry};
+
+use super::*;
+
+/// Waits, by watching, until the object `name` of `api` satisfies `done`; it then.
+async fn wait_for<K>(api: &Api<K>, name: &str, what: &str, done: impl Fn(&K) -> bool) -> K
+where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let cond = move |o: Option<&K>| o.is_some_and(&done);
+    let res = tokio::time::timeout(
+        Duration::from_secs(90),
+        kube::runtime::wait::await_condition(api.clone(), name, cond),
+    )
+    .await;
+    match res {
+        Ok(Ok(Some(o))) => o,
+        other => panic!("timed out waiting for {what}: {other:?}"),
+    }
+}
+
+fn job_condition(job: &Job, type_: &str) -> Option<String> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+        .map(|c| c.reason.clone().unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skiff_server_runs_deployments_and_jobs_in_one_process() {
+    let registry = Registry::start().expect("start the test registry");
+    let busybox = skiff_testkit::busybox().expect("build the busybox image");
+    let image = skiff_testkit::push(registry.host(), "skiff/busybox", "test", &busybox)
+        .expect("push the busybox image");
+    let node = Node::start_server(NodeOptions {
+        skiff_bin: PathBuf::from(env!("CARGO_BIN_EXE_skiff")),
+        extra_args: Vec::new(),
+        runtime: NodeRuntime::Embedded,
+    })
+    .unwrap_or_else(|e| panic!("start skiff server: {e:#}"));
+    let kubeconfig = node.kubeconfig().expect("a server's kubeconfig");
+    let client = skiff_testkit::apiserver::client_for(&kubeconfig)
+        .await
+        .expect("a client");
+
+    // The kubelet registers its Node, which becomes Ready.
+    let nodes: Api<KubeNode> = Api::all(client.clone());
+    wait_for(&nodes, &node.node_name(), "the node Ready", |n| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    })
+    .await;
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "sleepers"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "sleepers"}},
+            "template": {
+                "metadata": {"labels": {"app": "sleepers"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "c", "image": image,
+                        "command": ["sleep", "3600"]}],
+                },
+            },
+        },
+    }))
+    .expect("a Deployment");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create the Deployment");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let job = |name: &str, command: &str, spec: serde_json::Value| -> Job {
+        let mut j = json!({
+            "metadata": {"name": name},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": image, "command": ["sh", "-c", command]}]}}},
+        });
+        if let (Some(dst), Some(src)) = (j["spec"].as_object_mut(), spec.as_object()) {
+            dst.extend(src.clone());
+        }
+        serde_json::from_value(j).expect("a Job")
+    };
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "five",
+            "exit 0",
+            json!({"completions": 5, "parallelism": 2}),
+        ),
+    )
+    .await
+    .expect("create job five");
+    jobs.create(
+        &PostParams::default(),
+        &job("broken", "exit 3", json!({"backoffLimit": 1})),
+    )
+    .await
+    .expect("create job broken");
+
+    let d = wait_for(&deployments, "sleepers", "3 available replicas", |d| {
+        d.status.as_ref().and_then(|s| s.available_replicas) == Some(3)
+    })
+    .await;
+    assert_eq!(d.status.and_then(|s| s.ready_replicas), Some(3));
+    let done = wait_for(&jobs, "five", "five Complete", |j| {
+        job_condition(j, "Complete").is_some()
+    })
+    .await;
+    assert_eq!(done.status.and_then(|s| s.succeeded), Some(5));
+    let broken = wait_for(&jobs, "broken", "broken Failed", |j| {
+        job_condition(j, "Failed").is_some()
+    })
+    .await;
+    assert_eq!(
+        job_condition(&broken, "Failed").as_deref(),
+        Some("BackoffLimitExceeded")
+    );
+    assert_eq!(broken.status.and_then(|s| s.failed), Some(2));
+
+    // Every pod was placed on the node by the scheduler.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for p in pods
+        .list(&Default::default())
+        .await
+        .expect("list pods")
+        .items
+    {
+        let on = p.spec.as_ref().and_then(|s| s.node_name.clone());
+        assert_eq!(on, Some(node.node_name()), "{:?}", p.metadata.name);
+    }
+    // The scheduler and the controller manager lead under their own Leases, and the
+    // kubelet renews its node's.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    for name in ["kube-scheduler", "kube-controller-manager"] {
+        let lease = leases.get(name).await.expect("the lease");
+        let holder = lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        assert!(!holder.is_empty(), "{name} has no holder");
+    }
+    let node_leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    node_leases
+        .get(&node.node_name())
+        .await
+        .expect("the node's lease");
+    // Each component has its own certificate and kubeconfig beside the admin's.
+    for file in [
+        "scheduler.kubeconfig",
+        "controller-manager.kubeconfig",
+        "kubelet.kubeconfig",
+    ] {
+        assert!(node.dir().join("server").join(file).exists(), "{file}");
+    }
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-subject", "-nameopt", "compat", "-in"])
+        .arg(node.dir().join("server/pki/kubelet-client.crt"))
+        .output()
+        .expect("run openssl");
+    let subject = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        subject.contains(&format!("CN=system:node:{}", node.node_name()))
+            && subject.contains("O=system:nodes"),
+        "{subject}"
+    );
+
+    // Clean up through the API: the garbage collector removes the pods.
+    kubectl_at(
+        &kubeconfig,
+        &["delete", "deployment", "sleepers", "--cascade=foreground"],
+    );
+    kubectl_at(&kubeconfig, &["delete", "jobs", "--all"]);
+    wait_objects(
+        &pods,
+        "sleepers",
+        "the Deployment's pods gone",
+        BTreeMap::is_empty,
+    )
+    .await;
+    // Every pod goes, by watching until the list is empty.
+    let stream = watcher::watcher(pods.clone(), watcher::Config::default());
+    futures::pin_mut!(stream);
+    let mut seen: BTreeMap<String, Pod> = BTreeMap::new();
+    let gone = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(ev) = stream.try_next().await.expect("watch pods") {
+            match ev {
+                WatchEvent::Init => seen.clear(),
+                WatchEvent::InitApply(p) | WatchEvent::Apply(p) => {
+                    seen.insert(p.metadata.name.clone().unwrap_or_default(), p);
+                }
+                WatchEvent::Delete(p) => {
+                    seen.remove(&p.metadata.name.clone().unwrap_or_default());
+                }
+                WatchEvent::InitDone => {}
+            }
+            if seen.is_empty() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        gone.is_ok(),
+        "pods left: {:?}; log:\n{}",
+        seen.keys(),
+        node.log()
+    );
+}
+
+fn kubectl_at(kubeconfig: &std::path::Path, args: &[&str]) {
+    let out = Command::new("/usr/lib/google-cloud-sdk/bin/kubectl.1.33")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -19,7 +19,7 @@ use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Error, cronjob, daemon, deployment, garbagecollector, job, podgc, replicaset,
+    Error, cronjob, daemon, deployment, garbagecollector, job, nodelifecycle, podgc, replicaset,
     rootcacertpublisher, serviceaccount, ttlafterfinished,
 };
 
@@ -30,10 +30,12 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
     deployment::NAME,
     garbagecollector::NAME,
     job::NAME,
+    nodelifecycle::NAME,
     podgc::NAME,
     replicaset::NAME,
     rootcacertpublisher::NAME,
     serviceaccount::NAME,
+    nodelifecycle::TAINT_EVICTION_NAME,
     ttlafterfinished::NAME,
 ];
 
@@ -55,6 +57,8 @@ pub struct Options {
     pub concurrent_gc_syncs: usize,
     /// `--concurrent-job-syncs` (default 5).
     pub concurrent_job_syncs: usize,
+    /// `--node-monitor-period` and `--node-monitor-grace-period` (5 s, 50 s).
+    pub node_monitor: nodelifecycle::Timing,
     /// `--terminated-pod-gc-threshold`: terminated pods kept before the oldest are
     /// deleted (default 12,500; 0 keeps all).
     pub terminated_pod_gc_threshold: usize,
@@ -96,6 +100,7 @@ impl Options {
             concurrent_daemonset_syncs: 2,
             concurrent_gc_syncs: 20,
             concurrent_job_syncs: 5,
+            node_monitor: nodelifecycle::Timing::default(),
             terminated_pod_gc_threshold: 12_500,
             root_ca_file: None,
             concurrent_cron_job_syncs: 5,
@@ -277,6 +282,17 @@ pub async fn run_controllers(
             Arc::clone(&queues),
         );
         tasks.spawn(Arc::clone(&j).run(opts.concurrent_job_syncs, cancel.clone()));
+    }
+    if enabled(&opts.controllers, nodelifecycle::NAME).unwrap_or(false) {
+        let evict = enabled(&opts.controllers, nodelifecycle::TAINT_EVICTION_NAME).unwrap_or(false);
+        let n = nodelifecycle::NodeLifecycleController::new(
+            own_client(opts, &client).await,
+            &factory,
+            recorders.recorder(nodelifecycle::TAINT_EVICTION_NAME),
+            opts.node_monitor,
+            evict,
+        );
+        tasks.spawn(n.run(cancel.clone()));
     }
     if enabled(&opts.controllers, podgc::NAME).unwrap_or(false) {
         let gc = podgc::PodGc::new(

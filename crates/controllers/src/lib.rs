@@ -15,6 +15,7 @@ pub mod deployment;
 pub mod error;
 pub mod garbagecollector;
 pub mod job;
+pub mod nodelifecycle;
 pub mod podgc;
 pub mod replicaset;
 pub mod rootcacertpublisher;

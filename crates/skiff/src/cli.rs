@@ -498,6 +498,13 @@ pub struct ControllerManagerArgs {
     /// Jobs synced at once.
     #[arg(long, default_value_t = 5)]
     pub concurrent_job_syncs: usize,
+    /// How often Nodes' heartbeats are checked.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub node_monitor_period: Duration,
+    /// How long a Node may stay silent before it is marked Unknown and tainted
+    /// unreachable.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "50s")]
+    pub node_monitor_grace_period: Duration,
     /// Terminated pods kept before the oldest are deleted; 0 keeps all.
     #[arg(long, default_value_t = 12_500)]
     pub terminated_pod_gc_threshold: usize,

@@ -14,6 +14,10 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         concurrent_daemonset_syncs: args.concurrent_daemonset_syncs,
         concurrent_gc_syncs: args.concurrent_gc_syncs,
         concurrent_job_syncs: args.concurrent_job_syncs,
+        node_monitor: skiff_controllers::nodelifecycle::Timing {
+            monitor_period: args.node_monitor_period,
+            grace_period: args.node_monitor_grace_period,
+        },
         terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
         root_ca_file: args.root_ca_file,
         concurrent_cron_job_syncs: args.concurrent_cron_job_syncs,

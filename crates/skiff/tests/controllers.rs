@@ -14,6 +14,8 @@ mod deployment;
 mod garbagecollector;
 #[path = "controllers/job.rs"]
 mod job;
+#[path = "controllers/nodelifecycle.rs"]
+mod nodelifecycle;
 #[path = "controllers/replicaset.rs"]
 mod replicaset;
 #[path = "controllers/server.rs"]

@@ -19,8 +19,9 @@ use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Error, cronjob, daemon, deployment, garbagecollector, job, nodelifecycle, podgc, replicaset,
-    rootcacertpublisher, serviceaccount, ttlafterfinished,
+    Error, cronjob, daemon, deployment, endpoint, endpointslice, garbagecollector, job,
+    nodelifecycle, podgc, replicaset, rootcacertpublisher, serviceaccount, statefulset,
+    ttlafterfinished,
 };
 
 /// The controllers Skiff has, with upstream's `--controllers` names.
@@ -28,6 +29,8 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
     cronjob::NAME,
     daemon::NAME,
     deployment::NAME,
+    endpoint::NAME,
+    endpointslice::NAME,
     garbagecollector::NAME,
     job::NAME,
     nodelifecycle::NAME,
@@ -35,6 +38,7 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
     replicaset::NAME,
     rootcacertpublisher::NAME,
     serviceaccount::NAME,
+    statefulset::NAME,
     nodelifecycle::TAINT_EVICTION_NAME,
     ttlafterfinished::NAME,
 ];
@@ -53,6 +57,8 @@ pub struct Options {
     pub concurrent_deployment_syncs: usize,
     /// `--concurrent-daemonset-syncs` (default 2).
     pub concurrent_daemonset_syncs: usize,
+    /// `--concurrent-statefulset-syncs` (default 5).
+    pub concurrent_statefulset_syncs: usize,
     /// `--concurrent-gc-syncs` (default 20).
     pub concurrent_gc_syncs: usize,
     /// `--concurrent-job-syncs` (default 5).
@@ -69,6 +75,15 @@ pub struct Options {
     pub concurrent_cron_job_syncs: usize,
     /// `--concurrent-ttl-after-finished-syncs` (default 5).
     pub concurrent_ttl_after_finished_syncs: usize,
+    /// `--concurrent-endpoint-syncs`: Services the Endpoints controller syncs at once
+    /// (default 5).
+    pub concurrent_endpoint_syncs: usize,
+    /// `--concurrent-service-endpoint-syncs`: Services the EndpointSlice controller syncs
+    /// at once (default 5).
+    pub concurrent_service_endpoint_syncs: usize,
+    /// `--max-endpoints-per-slice`: endpoints in one EndpointSlice, 1 to 1000 (default
+    /// 100).
+    pub max_endpoints_per_slice: usize,
     /// `--leader-elect` (default true).
     pub leader_elect: bool,
     /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
@@ -98,6 +113,7 @@ impl Options {
             concurrent_replicaset_syncs: 5,
             concurrent_deployment_syncs: 5,
             concurrent_daemonset_syncs: 2,
+            concurrent_statefulset_syncs: 5,
             concurrent_gc_syncs: 20,
             concurrent_job_syncs: 5,
             node_monitor: nodelifecycle::Timing::default(),
@@ -105,6 +121,9 @@ impl Options {
             root_ca_file: None,
             concurrent_cron_job_syncs: 5,
             concurrent_ttl_after_finished_syncs: 5,
+            concurrent_endpoint_syncs: 5,
+            concurrent_service_endpoint_syncs: 5,
+            max_endpoints_per_slice: endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE,
             leader_elect: true,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -180,10 +199,17 @@ pub fn enabled(controllers: &[String], name: &str) -> Result<bool, Error> {
 /// error, as upstream exits with "leaderelection lost").
 ///
 /// Errors: the kubeconfig cannot be loaded, `--controllers` names an unknown
-/// controller, the leader election settings are invalid, or leadership is lost.
+/// controller, `--max-endpoints-per-slice` is not within 1 to 1000, the leader election
+/// settings are invalid, or leadership is lost.
 pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> {
     for name in KNOWN_CONTROLLERS {
         enabled(&opts.controllers, name)?;
+    }
+    if !(1..=1000).contains(&opts.max_endpoints_per_slice) {
+        return Err(Error::Config(format!(
+            "--max-endpoints-per-slice must be between 1 and 1000, got {}",
+            opts.max_endpoints_per_slice
+        )));
     }
     let client =
         skiff_client::from_kubeconfig(&opts.kubeconfig, opts.kube_api_qps, opts.kube_api_burst)
@@ -333,6 +359,15 @@ pub async fn run_controllers(
         );
         tasks.spawn(Arc::clone(&ds).run(opts.concurrent_daemonset_syncs, cancel.clone()));
     }
+    if enabled(&opts.controllers, statefulset::NAME).unwrap_or(false) {
+        let sts = statefulset::StatefulSetController::new(
+            client.clone(),
+            &factory,
+            recorders.recorder(statefulset::NAME),
+            Arc::clone(&queues),
+        );
+        tasks.spawn(Arc::clone(&sts).run(opts.concurrent_statefulset_syncs, cancel.clone()));
+    }
     if enabled(&opts.controllers, cronjob::NAME).unwrap_or(false) {
         let cj = cronjob::CronJobController::new(
             own_client(opts, &client).await,
@@ -349,6 +384,25 @@ pub async fn run_controllers(
             Arc::clone(&queues),
         );
         tasks.spawn(ttl.run(opts.concurrent_ttl_after_finished_syncs, cancel.clone()));
+    }
+    if enabled(&opts.controllers, endpoint::NAME).unwrap_or(false) {
+        let ep = endpoint::EndpointsController::new(
+            client.clone(),
+            &factory,
+            recorders.recorder(endpoint::MANAGED_BY_VALUE),
+            Arc::clone(&queues),
+        );
+        tasks.spawn(Arc::clone(&ep).run(opts.concurrent_endpoint_syncs, cancel.clone()));
+    }
+    if enabled(&opts.controllers, endpointslice::NAME).unwrap_or(false) {
+        let eps = endpointslice::EndpointSliceController::new(
+            client.clone(),
+            &factory,
+            recorders.recorder(endpointslice::EVENT_SOURCE),
+            Arc::clone(&queues),
+            opts.max_endpoints_per_slice,
+        );
+        tasks.spawn(Arc::clone(&eps).run(opts.concurrent_service_endpoint_syncs, cancel.clone()));
     }
     if enabled(&opts.controllers, garbagecollector::NAME).unwrap_or(false) {
         match garbagecollector::GarbageCollector::new(
@@ -423,6 +477,7 @@ mod tests {
         assert!(enabled(&v(&["replicaset-controller"]), replicaset::NAME).unwrap());
         assert!(!enabled(&v(&[]), replicaset::NAME).unwrap());
         assert!(enabled(&v(&["*"]), daemon::NAME).unwrap());
+        assert!(enabled(&v(&["*"]), statefulset::NAME).unwrap());
         let err = enabled(&v(&["*", "bogus"]), replicaset::NAME).unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -12,6 +12,8 @@ pub mod controller_utils;
 pub mod cronjob;
 pub mod daemon;
 pub mod deployment;
+pub mod endpoint;
+pub mod endpointslice;
 pub mod error;
 pub mod garbagecollector;
 pub mod job;
@@ -20,6 +22,7 @@ pub mod podgc;
 pub mod replicaset;
 pub mod rootcacertpublisher;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod ttlafterfinished;
 
 pub use error::Error;

@@ -492,6 +492,9 @@ pub struct ControllerManagerArgs {
     /// DaemonSets synced at once.
     #[arg(long, default_value_t = 2)]
     pub concurrent_daemonset_syncs: usize,
+    /// StatefulSets synced at once.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_statefulset_syncs: usize,
     /// Garbage collector workers.
     #[arg(long, default_value_t = 20)]
     pub concurrent_gc_syncs: usize,
@@ -518,6 +521,15 @@ pub struct ControllerManagerArgs {
     /// TTL-after-finished workers (Jobs checked for expiry at once).
     #[arg(long, default_value_t = 5)]
     pub concurrent_ttl_after_finished_syncs: usize,
+    /// Services the Endpoints controller syncs at once.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_endpoint_syncs: usize,
+    /// Services the EndpointSlice controller syncs at once.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_service_endpoint_syncs: usize,
+    /// Endpoints in one EndpointSlice (1 to 1000).
+    #[arg(long, default_value_t = 100)]
+    pub max_endpoints_per_slice: usize,
     /// Address of the HTTPS endpoint (/healthz, /livez, /readyz, /metrics).
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,

@@ -12,6 +12,7 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
         concurrent_deployment_syncs: args.concurrent_deployment_syncs,
         concurrent_daemonset_syncs: args.concurrent_daemonset_syncs,
+        concurrent_statefulset_syncs: args.concurrent_statefulset_syncs,
         concurrent_gc_syncs: args.concurrent_gc_syncs,
         concurrent_job_syncs: args.concurrent_job_syncs,
         node_monitor: skiff_controllers::nodelifecycle::Timing {
@@ -22,6 +23,9 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         root_ca_file: args.root_ca_file,
         concurrent_cron_job_syncs: args.concurrent_cron_job_syncs,
         concurrent_ttl_after_finished_syncs: args.concurrent_ttl_after_finished_syncs,
+        concurrent_endpoint_syncs: args.concurrent_endpoint_syncs,
+        concurrent_service_endpoint_syncs: args.concurrent_service_endpoint_syncs,
+        max_endpoints_per_slice: args.max_endpoints_per_slice,
         leader_elect: args.leader_elect,
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,

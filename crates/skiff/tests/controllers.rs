@@ -10,6 +10,8 @@ mod cronjob;
 mod daemonset;
 #[path = "controllers/deployment.rs"]
 mod deployment;
+#[path = "controllers/endpoints.rs"]
+mod endpoints;
 #[path = "controllers/garbagecollector.rs"]
 mod garbagecollector;
 #[path = "controllers/job.rs"]
@@ -20,6 +22,8 @@ mod nodelifecycle;
 mod replicaset;
 #[path = "controllers/server.rs"]
 mod server;
+#[path = "controllers/statefulset.rs"]
+mod statefulset;
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};

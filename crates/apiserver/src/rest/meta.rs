@@ -87,14 +87,6 @@ pub fn prepare_create(kind: &dyn Kind, object: &mut Value) -> Result<(), ApiErro
     Ok(())
 }
 
-/// Whether the object's name came from generateName (and may be regenerated on a
-/// collision).
-pub fn has_generated_name(object: &Value) -> bool {
-    let name = meta_str(object, "name").unwrap_or_default();
-    meta_str(object, "generateName")
-        .is_some_and(|prefix| !prefix.is_empty() && name.starts_with(prefix))
-}
-
 /// A name from generateName's prefix (cut to 58 characters) and 5 random characters.
 pub fn generate_name(prefix: &str) -> String {
     let mut cut = prefix.len().min(MAX_GENERATED_NAME_PREFIX);

@@ -287,6 +287,9 @@ impl<'a> Store<'a> {
             self.check_namespace(ns, &object).await?;
         }
         self.kind.default(&mut object)?;
+        // Only a name the server generated may be generated again on a collision: a
+        // request naming `web-1` with generateName `web-` gets 409, as upstream.
+        let name_generated = meta_string(&object, "name").is_empty();
         meta::prepare_create(self.kind.as_ref(), &mut object)?;
         // Managed fields record the request's object, not what admission adds (upstream
         // tracks them in the handler before admission).
@@ -327,7 +330,7 @@ impl<'a> Store<'a> {
                     return Ok(object);
                 }
                 Err(StorageError::AlreadyExists(_))
-                    if meta::has_generated_name(&object) && attempt < GENERATE_NAME_ATTEMPTS =>
+                    if name_generated && attempt < GENERATE_NAME_ATTEMPTS =>
                 {
                     let prefix = meta_string(&object, "generateName");
                     set_meta(

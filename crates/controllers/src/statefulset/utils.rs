@@ -235,6 +235,8 @@ pub(crate) fn new_pod(set: &StatefulSet, template: &PodTemplateSpec, ordinal: i3
         owner,
     );
     pod.metadata.name = Some(name);
+    // A set's pod has its name only (upstream's has no generateName).
+    pod.metadata.generate_name = None;
     init_identity(set, &mut pod);
     update_storage(set, &mut pod);
     pod

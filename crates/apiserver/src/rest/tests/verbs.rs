@@ -55,6 +55,15 @@ async fn generate_name_and_name_rules() {
         .unwrap_or_default();
     assert!(name.starts_with("web-") && name.len() == 9, "{name}");
 
+    // A name given with generateName is kept: a taken one is a conflict, not a new name
+    // (a StatefulSet's `web-1` must never become `web-x7k2p`).
+    let named = r#"{"metadata":{"name":"web-1","generateName":"web-"}}"#;
+    let first = send(&app, "POST", CMS, named).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    assert_eq!(first.body["metadata"]["name"], "web-1");
+    let again = send(&app, "POST", CMS, named).await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.body);
+
     let invalid = send(&app, "POST", CMS, &config_map("Bad_Name")).await;
     assert_eq!(invalid.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(invalid.body["reason"], "Invalid");

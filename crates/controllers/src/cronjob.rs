@@ -120,11 +120,6 @@ pub(crate) fn finished_type(job: &Job) -> Option<&str> {
         .map(|c| c.type_.as_str())
 }
 
-/// True when the Job has finished (upstream `IsJobFinished`).
-pub(crate) fn is_finished(job: &Job) -> bool {
-    finished_type(job).is_some()
-}
-
 /// True when the Job has a `Complete` condition that is True (upstream
 /// `IsJobSucceeded`).
 fn is_succeeded(job: &Job) -> bool {
@@ -790,7 +785,7 @@ impl CronJobController {
         let cached_status = cj.status.clone().unwrap_or_default();
         if jobs
             .iter()
-            .any(|j| !is_finished(j) && !in_active(&cached_status, uid_of(j)))
+            .any(|j| !crate::job::is_job_finished(j) && !in_active(&cached_status, uid_of(j)))
         {
             match cron_api.get(&name).await {
                 Ok(fresh) if fresh.metadata.uid == cj.metadata.uid => cj = fresh,

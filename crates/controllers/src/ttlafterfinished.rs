@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::controller_utils::run_workers;
-use crate::cronjob::is_finished;
+use crate::job::is_job_finished as is_finished;
 
 /// The controller's name (`--controllers`).
 pub const NAME: &str = "ttl-after-finished-controller";

@@ -234,6 +234,30 @@ impl EventRecorder {
     }
 }
 
+impl EventRecorder {
+    /// Records a controller's event about `obj` with the action `Sync` (client-go's
+    /// legacy `Event(object, eventtype, reason, message)`, which controllers use; the
+    /// events.k8s.io form needs an action, and every controller syncs).
+    pub fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: &str,
+        reason: &str,
+        note: &str,
+    ) {
+        self.eventf(
+            reference(obj),
+            None,
+            EventDetails {
+                type_,
+                reason,
+                action: "Sync",
+                note,
+            },
+        );
+    }
+}
+
 /// Makes recorders that share one broadcaster (client-go `EventBroadcaster.NewRecorder`).
 #[derive(Debug, Clone)]
 pub struct EventRecorders {

@@ -739,16 +739,8 @@ impl CronJobController {
     }
 
     fn event(&self, cj: &CronJob, note: &Note) {
-        self.recorder.eventf(
-            reference(cj),
-            None,
-            EventDetails {
-                type_: note.type_,
-                reason: note.reason,
-                action: "Sync",
-                note: &note.message,
-            },
-        );
+        self.recorder
+            .event(cj, note.type_, note.reason, &note.message);
     }
 
     /// The Jobs of the CronJob's namespace whose controller reference names it (upstream

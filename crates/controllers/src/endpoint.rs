@@ -41,7 +41,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use skiff_api::core::pod::conditions::{is_pod_ready, pod_phase, ready_condition};
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, Store, object_key};
-use skiff_client::events::{EventDetails, EventRecorder, reference};
+use skiff_client::events::EventRecorder;
 use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
@@ -157,16 +157,7 @@ impl EndpointsController {
     }
 
     fn event(&self, ep: &Endpoints, reason: &str, note: &str) {
-        self.recorder.eventf(
-            reference(ep),
-            None,
-            EventDetails {
-                type_: "Warning",
-                reason,
-                action: "Sync",
-                note,
-            },
-        );
+        self.recorder.event(ep, "Warning", reason, note);
     }
 
     /// One sync of the Service `key` (upstream `syncService`).

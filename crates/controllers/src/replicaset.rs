@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use skiff_api::core::pod::conditions::{is_pod_active, is_pod_available, is_pod_ready};
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
-use skiff_client::events::{EventDetails, EventRecorder, reference};
+use skiff_client::events::EventRecorder;
 use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
@@ -200,19 +200,6 @@ impl ReplicaSetController {
         .await;
     }
 
-    fn event(&self, rs: &ReplicaSet, type_: &str, reason: &str, note: &str) {
-        self.recorder.eventf(
-            reference(rs),
-            None,
-            EventDetails {
-                type_,
-                reason,
-                action: "Sync",
-                note,
-            },
-        );
-    }
-
     /// One sync of the ReplicaSet `key` (upstream `syncReplicaSet`).
     async fn sync(&self, key: &str) -> Result<(), Error> {
         let Some(rs) = self.replica_sets.store().get(key) else {
@@ -312,11 +299,11 @@ impl ReplicaSetController {
                                 "Created pod: {}",
                                 p.metadata.name.as_deref().unwrap_or("")
                             );
-                            self.event(rs, "Normal", "SuccessfulCreate", &note);
+                            self.recorder.event(rs, "Normal", "SuccessfulCreate", &note);
                             Ok(())
                         }
                         Err(e) => {
-                            self.event(
+                            self.recorder.event(
                                 rs,
                                 "Warning",
                                 "FailedCreate",
@@ -351,7 +338,7 @@ impl ReplicaSetController {
                     let pname = p.metadata.name.as_deref().unwrap_or("");
                     match api.delete(pname, &DeleteParams::default()).await {
                         Ok(_) => {
-                            self.event(
+                            self.recorder.event(
                                 rs,
                                 "Normal",
                                 "SuccessfulDelete",
@@ -364,7 +351,7 @@ impl ReplicaSetController {
                             if matches!(&e, kube::Error::Api(s) if s.code == 404) {
                                 return Ok(());
                             }
-                            self.event(
+                            self.recorder.event(
                                 rs,
                                 "Warning",
                                 "FailedDelete",

@@ -44,7 +44,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use skiff_api::core::pod::conditions::{is_pod_available, is_pod_ready, pod_phase};
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
-use skiff_client::events::{EventDetails, EventRecorder, reference};
+use skiff_client::events::EventRecorder;
 use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
@@ -502,19 +502,6 @@ impl DaemonSetController {
         .await;
     }
 
-    fn event(&self, ds: &DaemonSet, type_: &str, reason: &str, note: &str) {
-        self.recorder.eventf(
-            reference(ds),
-            None,
-            EventDetails {
-                type_,
-                reason,
-                action: "Sync",
-                note,
-            },
-        );
-    }
-
     /// One sync of the DaemonSet `key` (upstream `syncDaemonSet`).
     async fn sync(&self, key: &str) -> Result<(), Error> {
         let Some(ds) = self.daemon_sets.store().get(key) else {
@@ -524,8 +511,8 @@ impl DaemonSetController {
         let selector = LabelSelector::from_meta(&ds.spec.selector)
             .map_err(|e| Error::Invalid(format!("invalid selector of {key}: {e}")))?;
         if selector.is_empty() {
-            self.event(
-                &ds,
+            self.recorder.event(
+                ds.as_ref(),
                 "Warning",
                 "SelectingAll",
                 "This daemon set is selecting all pods. A non-empty selector is required.",
@@ -668,14 +655,15 @@ impl DaemonSetController {
                 let note = format!(
                     "Found failed daemon pod {ns}/{pod} on node {node_name}, will try to kill it"
                 );
-                self.event(ds, "Warning", "FailedDaemonPod", &note);
+                self.recorder.event(ds, "Warning", "FailedDaemonPod", &note);
             }
             for pod in &actions.succeeded {
                 let note = format!(
                     "Found succeeded daemon pod {ns}/{pod} on node {node_name}, will try to \
                      delete it"
                 );
-                self.event(ds, "Normal", "SucceededDaemonPod", &note);
+                self.recorder
+                    .event(ds, "Normal", "SucceededDaemonPod", &note);
             }
             if let Some(delay) = actions.retry_after {
                 tracing::debug!(
@@ -765,12 +753,12 @@ impl DaemonSetController {
                                 "Created pod: {}",
                                 p.metadata.name.as_deref().unwrap_or("")
                             );
-                            self.event(ds, "Normal", "SuccessfulCreate", &note);
+                            self.recorder.event(ds, "Normal", "SuccessfulCreate", &note);
                             Ok(())
                         }
                         Err(e) => {
                             let note = format!("Error creating: {e}");
-                            self.event(ds, "Warning", "FailedCreate", &note);
+                            self.recorder.event(ds, "Warning", "FailedCreate", &note);
                             Err(e.into())
                         }
                     }
@@ -788,7 +776,7 @@ impl DaemonSetController {
                 match api.delete(pname, &DeleteParams::default()).await {
                     Ok(_) => {
                         let note = format!("Deleted pod: {pname}");
-                        self.event(ds, "Normal", "SuccessfulDelete", &note);
+                        self.recorder.event(ds, "Normal", "SuccessfulDelete", &note);
                         Ok(())
                     }
                     Err(e) => {
@@ -797,7 +785,7 @@ impl DaemonSetController {
                             return Ok(());
                         }
                         let note = format!("Error deleting: {e}");
-                        self.event(ds, "Warning", "FailedDelete", &note);
+                        self.recorder.event(ds, "Warning", "FailedDelete", &note);
                         Err(Error::from(e))
                     }
                 }

@@ -37,7 +37,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use skiff_api::core::pod::conditions::pod_phase;
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
-use skiff_client::events::{EventDetails, EventRecorder, reference};
+use skiff_client::events::EventRecorder;
 use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
@@ -202,19 +202,6 @@ impl DeploymentController {
         .await;
     }
 
-    fn event(&self, d: &Deployment, type_: &str, reason: &str, note: &str) {
-        self.recorder.eventf(
-            reference(d),
-            None,
-            EventDetails {
-                type_,
-                reason,
-                action: "Sync",
-                note,
-            },
-        );
-    }
-
     fn rs_api(&self, ns: &str) -> Api<ReplicaSet> {
         Api::namespaced(self.client.clone(), ns)
     }
@@ -229,7 +216,7 @@ impl DeploymentController {
         let selector = LabelSelector::from_meta(&d.spec.selector)
             .map_err(|e| Error::Invalid(format!("invalid selector of {key}: {e}")))?;
         if selector.is_empty() {
-            self.event(
+            self.recorder.event(
                 &d,
                 "Warning",
                 "SelectingAll",
@@ -400,7 +387,7 @@ impl DeploymentController {
                     "Failed to create new replica set {:?}: {e}",
                     rs.metadata.name.as_deref().unwrap_or("")
                 );
-                self.event(d, "Warning", "FailedCreate", &msg);
+                self.recorder.event(d, "Warning", "FailedCreate", &msg);
                 return Err(e.into());
             }
         };
@@ -409,7 +396,7 @@ impl DeploymentController {
                 "Scaled up replica set {} from 0 to {size}",
                 created.metadata.name.as_deref().unwrap_or("")
             );
-            self.event(d, "Normal", "ScalingReplicaSet", &note);
+            self.recorder.event(d, "Normal", "ScalingReplicaSet", &note);
         }
         self.sync_revision(d, &created, true).await?;
         Ok(Some(created))
@@ -495,7 +482,7 @@ impl DeploymentController {
         if old != size {
             let op = if size > old { "up" } else { "down" };
             let note = format!("Scaled {op} replica set {name} from {old} to {size}");
-            self.event(d, "Normal", "ScalingReplicaSet", &note);
+            self.recorder.event(d, "Normal", "ScalingReplicaSet", &note);
         }
         Ok((written, old != size))
     }

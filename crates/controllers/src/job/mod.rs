@@ -45,7 +45,7 @@ use serde_json::json;
 use skiff_api::core::pod::conditions::{is_pod_active, is_pod_ready};
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
-use skiff_client::events::{EventDetails, EventRecorder, reference};
+use skiff_client::events::EventRecorder;
 use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
@@ -429,19 +429,6 @@ impl JobController {
         tokio::join!(jobs, orphans);
     }
 
-    fn event(&self, job: &Job, type_: &str, reason: &str, note: &str) {
-        self.recorder.eventf(
-            reference(job),
-            None,
-            EventDetails {
-                type_,
-                reason,
-                action: "Sync",
-                note,
-            },
-        );
-    }
-
     /// Removes the tracking finalizer of a pod whose Job is gone, replaced or
     /// finished (upstream `handleOrphanPod`).
     async fn handle_orphan_pod(&self, key: &str) -> Result<(), Error> {
@@ -541,8 +528,8 @@ impl JobController {
             None | Some("NonIndexed") => false,
             Some("Indexed") => true,
             Some(_) => {
-                self.event(
-                    &shared,
+                self.recorder.event(
+                    shared.as_ref(),
                     "Warning",
                     "UnknownCompletionMode",
                     "Skipped Job sync because completion mode is unknown",
@@ -732,7 +719,12 @@ impl JobController {
                         now,
                     ) {
                         suspend_changed = true;
-                        self.event(&shared, "Normal", "Suspended", "Job suspended");
+                        self.recorder.event(
+                            shared.as_ref(),
+                            "Normal",
+                            "Suspended",
+                            "Job suspended",
+                        );
                     }
                 } else if ensure_condition(
                     conditions,
@@ -743,7 +735,8 @@ impl JobController {
                     now,
                 ) {
                     suspend_changed = true;
-                    self.event(&shared, "Normal", "Resumed", "Job resumed");
+                    self.recorder
+                        .event(shared.as_ref(), "Normal", "Resumed", "Job resumed");
                     // activeDeadlineSeconds counts continuous activity: it restarts.
                     ctx.job
                         .status
@@ -850,7 +843,7 @@ impl JobController {
                 .await;
                 match res {
                     Ok(()) => {
-                        self.event(
+                        self.recorder.event(
                             job,
                             "Normal",
                             "SuccessfulDelete",
@@ -863,7 +856,7 @@ impl JobController {
                         if matches!(&e, Error::Api(kube::Error::Api(s)) if s.code == 404) {
                             return Ok(is_pod_ready(p));
                         }
-                        self.event(
+                        self.recorder.event(
                             job,
                             "Warning",
                             "FailedDelete",
@@ -1005,12 +998,13 @@ impl JobController {
                     Ok(p) => {
                         let note =
                             format!("Created pod: {}", p.metadata.name.as_deref().unwrap_or(""));
-                        self.event(job, "Normal", "SuccessfulCreate", &note);
+                        self.recorder
+                            .event(job, "Normal", "SuccessfulCreate", &note);
                         Ok(())
                     }
                     Err(e) => {
                         let e = Error::from(e);
-                        self.event(
+                        self.recorder.event(
                             job,
                             "Warning",
                             "FailedCreate",
@@ -1201,16 +1195,17 @@ impl JobController {
                         .and_then(|s| s.succeeded)
                         .unwrap_or(0);
                     if spec.completions.is_some_and(|c| succeeded > c) {
-                        self.event(
+                        self.recorder.event(
                             &ctx.job,
                             "Warning",
                             "TooManySucceededPods",
                             "Too many succeeded pods running after completion count reached",
                         );
                     }
-                    self.event(&ctx.job, "Normal", "Completed", "Job completed");
+                    self.recorder
+                        .event(&ctx.job, "Normal", "Completed", "Job completed");
                 } else {
-                    self.event(
+                    self.recorder.event(
                         &ctx.job,
                         "Warning",
                         cond.reason.as_deref().unwrap_or("Failed"),

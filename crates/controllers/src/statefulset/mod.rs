@@ -44,7 +44,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use skiff_api::core::pod::conditions::is_pod_ready;
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
-use skiff_client::events::{EventDetails, EventRecorder, reference};
+use skiff_client::events::EventRecorder;
 use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
@@ -346,19 +346,6 @@ impl StatefulSetController {
         .await;
     }
 
-    fn event(&self, set: &StatefulSet, type_: &str, reason: &str, note: &str) {
-        self.recorder.eventf(
-            reference(set),
-            None,
-            EventDetails {
-                type_,
-                reason,
-                action: "Sync",
-                note,
-            },
-        );
-    }
-
     /// Upstream `recordPodEvent`: `Successful<Verb>` or `Failed<Verb>` about the pod.
     fn pod_event(&self, set: &StatefulSet, verb: &str, pod: &str, err: Option<&Error>) {
         let (_, name) = names(&set.metadata);
@@ -370,14 +357,16 @@ impl StatefulSetController {
         match err {
             None => {
                 let note = format!("{verb} Pod {pod} in StatefulSet {name} successful");
-                self.event(set, "Normal", &format!("Successful{title}"), &note);
+                self.recorder
+                    .event(set, "Normal", &format!("Successful{title}"), &note);
             }
             Some(e) => {
                 let note = format!(
                     "{verb} Pod {pod} in StatefulSet {name} failed error: {}",
                     e.message()
                 );
-                self.event(set, "Warning", &format!("Failed{title}"), &note);
+                self.recorder
+                    .event(set, "Warning", &format!("Failed{title}"), &note);
             }
         }
     }
@@ -564,7 +553,7 @@ impl StatefulSetController {
                     ("RecreatingTerminatedPod", "Normal", "terminated")
                 };
                 let note = format!("StatefulSet {ns}/{set_name} is recreating {what} Pod {name}");
-                self.event(set, type_, reason, &note);
+                self.recorder.event(set, type_, reason, &note);
                 self.delete_pod(set, name).await
             }
             Step::Create(pod) => self.create_pod(set, pod, claims).await.map(|()| true),
@@ -663,7 +652,8 @@ impl StatefulSetController {
                     let note = format!(
                         "create Claim {name} Pod {pod_name} in StatefulSet {set_name} success"
                     );
-                    self.event(set, "Normal", "SuccessfulCreate", &note);
+                    self.recorder
+                        .event(set, "Normal", "SuccessfulCreate", &note);
                 }
                 Err(e) if is_status(&e, 409) => {}
                 Err(e) => {
@@ -673,7 +663,7 @@ impl StatefulSetController {
                          failed error: {}",
                         e.message()
                     );
-                    self.event(set, "Warning", "FailedCreate", &note);
+                    self.recorder.event(set, "Warning", "FailedCreate", &note);
                     errors.push(Error::Invalid(format!(
                         "failed to create PVC {name}: {}",
                         e.message()
@@ -704,7 +694,8 @@ impl StatefulSetController {
                     "PersistentVolumeClaim {name} has a conflicting OwnerReference that acts as \
                      a manging controller, the retention policy is ignored for this claim"
                 );
-                self.event(set, "Warning", "ConflictingController", &note);
+                self.recorder
+                    .event(set, "Warning", "ConflictingController", &note);
             }
             if claim_owner_up_to_date(existing, set, pod) {
                 continue;

@@ -221,7 +221,7 @@ fn default_advertise_address() -> IpAddr {
 }
 
 /// The address local clients reach the server at: loopback for a wildcard bind.
-fn local_address(bind: IpAddr) -> IpAddr {
+pub fn local_address(bind: IpAddr) -> IpAddr {
     match bind {
         IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::from([127, 0, 0, 1]),
         IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::from([127, 0, 0, 1]),

@@ -46,7 +46,7 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
         "--kubeconfig is not for skiff server: the kubelet's kubeconfig is written in --data-dir"
     );
     let data_dir = apiserver.data_dir.clone();
-    let local = local_address(apiserver.bind_address);
+    let local = skiff_apiserver::server::local_address(apiserver.bind_address);
     let url = format!("https://{}", SocketAddr::new(local, apiserver.secure_port));
     let config = ServerConfig {
         data_dir: apiserver.data_dir,
@@ -221,13 +221,4 @@ fn write_kubeconfigs(
             Some("system:nodes"),
         )?,
     })
-}
-
-/// The address local clients reach the API server at: loopback for a wildcard bind.
-fn local_address(bind: IpAddr) -> IpAddr {
-    if bind.is_unspecified() {
-        IpAddr::from([127, 0, 0, 1])
-    } else {
-        bind
-    }
 }

@@ -377,7 +377,7 @@ impl GarbageCollector {
         } else {
             PropagationPolicy::Background
         };
-        tracing::debug!(object = %node.name, kind = %ar.kind, ?policy, "deleting an object whose owners are gone");
+        tracing::info!(object = %node.name, kind = %ar.kind, ?policy, "deleting an object whose owners are gone");
         let params = DeleteParams {
             propagation_policy: Some(policy),
             preconditions: Some(kube::api::Preconditions {

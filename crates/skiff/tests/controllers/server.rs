@@ -165,10 +165,25 @@ async fn skiff_server_runs_deployments_and_jobs_in_one_process() {
         assert!(!holder.is_empty(), "{name} has no holder");
     }
     let node_leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
-    node_leases
-        .get(&node.node_name())
-        .await
-        .expect("the node's lease");
+    // The kubelet creates it once its Node is registered, at its next renewal at the
+    // latest (a quarter of the 40 s lease duration).
+    let renewed = tokio::time::timeout(
+        Duration::from_secs(40),
+        kube::runtime::wait::await_condition(node_leases, &node.node_name(), |l: Option<&Lease>| {
+            l.and_then(|l| l.spec.as_ref())
+                .is_some_and(|s| s.renew_time.is_some())
+        }),
+    )
+    .await;
+    if !matches!(renewed, Ok(Ok(Some(_)))) {
+        // What the kubelet's lease controller and the garbage collector said.
+        let log = node.log();
+        let said: Vec<&str> = log
+            .lines()
+            .filter(|l| l.to_lowercase().contains("lease") || l.contains("garbage"))
+            .collect();
+        panic!("no renewed node lease: {renewed:?}\n{}", said.join("\n"));
+    }
     // Each component has its own certificate and kubeconfig beside the admin's.
     for file in [
         "scheduler.kubeconfig",

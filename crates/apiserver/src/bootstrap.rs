@@ -42,20 +42,6 @@ pub fn system_user() -> UserInfo {
     }
 }
 
-/// The user the namespace deleter acts as (upstream's namespace controller's service
-/// account).
-pub fn namespace_controller_user() -> UserInfo {
-    UserInfo {
-        name: "system:serviceaccount:kube-system:namespace-controller".to_owned(),
-        uid: String::new(),
-        groups: vec![
-            "system:serviceaccounts".to_owned(),
-            "system:serviceaccounts:kube-system".to_owned(),
-            crate::authn::AUTHENTICATED.to_owned(),
-        ],
-    }
-}
-
 /// Creates what is missing, skipping kinds `registry` does not serve.
 pub async fn run(
     registry: &Registry,

@@ -31,7 +31,6 @@ use crate::config::{ServerConfig, first_service_ip};
 use crate::health::{self, Health};
 use crate::proxy::KubeletClient;
 use crate::registry::Registry;
-use crate::registry::core::namespaces;
 use crate::storage::{self, Storage};
 use crate::{bootstrap, discovery, openapi, rest};
 use skiff_bootstrap::kubeconfig;
@@ -150,13 +149,6 @@ pub async fn run_with_ready(
         // The embedding process may have stopped waiting; nothing to do then.
         let _ = ready.send(pki.clone());
     }
-    // The namespace controller's deletion, until Skiff has a controller manager.
-    let deleter_state = state.clone();
-    let deleter = tokio::spawn(async move {
-        let user = bootstrap::namespace_controller_user();
-        let objects = rest::objects::ServerObjects::new(&deleter_state, &user, false);
-        namespaces::deleter::run(&objects, namespaces::deleter::PASS_INTERVAL).await;
-    });
     // The apiextensions-apiserver's controllers: names, establishing, finalizing.
     let definitions = tokio::spawn(crate::registry::apiextensions::controller::run(
         state.clone(),
@@ -166,7 +158,6 @@ pub async fn run_with_ready(
         health.shutting_down.store(true, Ordering::Relaxed);
     })
     .await;
-    deleter.abort();
     definitions.abort();
     availability.abort();
     crd_registration.abort();

@@ -19,7 +19,7 @@ use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Error, cronjob, daemon, deployment, endpoint, endpointslice, garbagecollector, job,
+    Error, cronjob, daemon, deployment, endpoint, endpointslice, garbagecollector, job, namespace,
     nodelifecycle, podgc, replicaset, rootcacertpublisher, serviceaccount, statefulset,
     ttlafterfinished,
 };
@@ -33,6 +33,7 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
     endpointslice::NAME,
     garbagecollector::NAME,
     job::NAME,
+    namespace::NAME,
     nodelifecycle::NAME,
     podgc::NAME,
     replicaset::NAME,
@@ -63,6 +64,8 @@ pub struct Options {
     pub concurrent_gc_syncs: usize,
     /// `--concurrent-job-syncs` (default 5).
     pub concurrent_job_syncs: usize,
+    /// `--concurrent-namespace-syncs` (default 10).
+    pub concurrent_namespace_syncs: usize,
     /// `--node-monitor-period` and `--node-monitor-grace-period` (5 s, 50 s).
     pub node_monitor: nodelifecycle::Timing,
     /// `--terminated-pod-gc-threshold`: terminated pods kept before the oldest are
@@ -116,6 +119,7 @@ impl Options {
             concurrent_statefulset_syncs: 5,
             concurrent_gc_syncs: 20,
             concurrent_job_syncs: 5,
+            concurrent_namespace_syncs: namespace::DEFAULT_CONCURRENT_SYNCS,
             node_monitor: nodelifecycle::Timing::default(),
             terminated_pod_gc_threshold: 12_500,
             root_ca_file: None,
@@ -308,6 +312,14 @@ pub async fn run_controllers(
             Arc::clone(&queues),
         );
         tasks.spawn(Arc::clone(&j).run(opts.concurrent_job_syncs, cancel.clone()));
+    }
+    if enabled(&opts.controllers, namespace::NAME).unwrap_or(false) {
+        let ns = namespace::NamespaceController::new(
+            own_client(opts, &client).await,
+            &factory,
+            Arc::clone(&queues),
+        );
+        tasks.spawn(ns.run(opts.concurrent_namespace_syncs, cancel.clone()));
     }
     if enabled(&opts.controllers, nodelifecycle::NAME).unwrap_or(false) {
         let evict = enabled(&opts.controllers, nodelifecycle::TAINT_EVICTION_NAME).unwrap_or(false);

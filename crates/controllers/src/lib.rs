@@ -17,6 +17,7 @@ pub mod endpointslice;
 pub mod error;
 pub mod garbagecollector;
 pub mod job;
+pub mod namespace;
 pub mod nodelifecycle;
 pub mod podgc;
 pub mod replicaset;

@@ -501,6 +501,9 @@ pub struct ControllerManagerArgs {
     /// Jobs synced at once.
     #[arg(long, default_value_t = 5)]
     pub concurrent_job_syncs: usize,
+    /// Namespaces being deleted at once.
+    #[arg(long, default_value_t = 10)]
+    pub concurrent_namespace_syncs: usize,
     /// How often Nodes' heartbeats are checked.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     pub node_monitor_period: Duration,

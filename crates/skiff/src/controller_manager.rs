@@ -15,6 +15,7 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         concurrent_statefulset_syncs: args.concurrent_statefulset_syncs,
         concurrent_gc_syncs: args.concurrent_gc_syncs,
         concurrent_job_syncs: args.concurrent_job_syncs,
+        concurrent_namespace_syncs: args.concurrent_namespace_syncs,
         node_monitor: skiff_controllers::nodelifecycle::Timing {
             monitor_period: args.node_monitor_period,
             grace_period: args.node_monitor_grace_period,

@@ -2162,89 +2162,8 @@ fn protobuf_responses(server: Server) {
 }
 
 apiserver_cases! {
-    namespace_deletion,
     service_addresses_are_random_above_the_static_band,
     api_server_address_by_client_cidr,
-}
-
-/// `kubectl delete namespace`: the namespace turns Terminating, refuses new content, its
-/// content goes (an unbound pod at once), a ConfigMap with a finalizer holds it (its
-/// conditions say so) until the finalizer is removed, then the namespace is gone.
-fn namespace_deletion(server: Server) {
-    let ns = "doomed";
-    let objects = [
-        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"),
-        pod("unbound", "registry.example/web:1.0", &[]),
-        configmap("plain", &[("a", "b")], &[]),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\n"
-            .to_owned(),
-    ];
-    let file = server.manifest("namespace.yaml", &objects[0]);
-    server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
-    let file = server.manifest("content.yaml", &objects[1..].join("---\n"));
-    server.kubectl_ok(&["create", "-n", ns, "-f", file.to_str().unwrap()]);
-
-    let out = server.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
-    assert!(
-        out.starts_with(&format!("namespace \"{ns}\" deleted")),
-        "{out}"
-    );
-    let namespace = server.get_json(&["namespace", ns]);
-    assert_eq!(namespace["status"]["phase"], "Terminating", "{namespace}");
-    assert_eq!(
-        namespace["spec"]["finalizers"],
-        json!(["kubernetes"]),
-        "{namespace}"
-    );
-
-    let late = server.manifest("late.yaml", &configmap("late", &[("a", "b")], &[]));
-    let err = server.kubectl_err(&["create", "-n", ns, "-f", late.to_str().unwrap()]);
-    assert!(
-        err.contains(&format!(
-            "Error from server (Forbidden): error when creating \"{}\": configmaps \"late\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-            late.display()
-        )),
-        "{err}"
-    );
-
-    let remaining =
-        common::apiserver::eventually("the held ConfigMap in the conditions", WAIT, || {
-            let namespace = server.get_json(&["namespace", ns]);
-            let conditions = namespace["status"]["conditions"].as_array()?.clone();
-            let finalizers = conditions
-                .iter()
-                .find(|c| c["type"] == "NamespaceFinalizersRemaining" && c["status"] == "True")?;
-            Some((conditions.clone(), finalizers["message"].clone()))
-        });
-    assert_eq!(
-        remaining.1,
-        "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances",
-        "{:#?}",
-        remaining.0
-    );
-    let pods = server.get_json(&["pods", "-n", ns]);
-    assert_eq!(names(&pods), Vec::<String>::new());
-    let configmaps = server.get_json(&["configmaps", "-n", ns]);
-    assert_eq!(names(&configmaps), ["held"]);
-
-    server.kubectl_ok(&[
-        "patch",
-        "configmap",
-        "held",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        r#"{"metadata":{"finalizers":null}}"#,
-    ]);
-    server.kubectl_ok(&[
-        "wait",
-        "--for=delete",
-        &format!("namespace/{ns}"),
-        "--timeout=30s",
-    ]);
-    let err = server.kubectl_err(&["get", "namespace", ns]);
-    assert!(err.contains("(NotFound)"), "{err}");
 }
 
 /// Cluster IPs and node ports are random and above upstream's static band (the lowest

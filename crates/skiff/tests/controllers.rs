@@ -16,6 +16,8 @@ mod endpoints;
 mod garbagecollector;
 #[path = "controllers/job.rs"]
 mod job;
+#[path = "controllers/namespace.rs"]
+mod namespace;
 #[path = "controllers/nodelifecycle.rs"]
 mod nodelifecycle;
 #[path = "controllers/replicaset.rs"]

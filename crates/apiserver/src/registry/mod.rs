@@ -270,13 +270,6 @@ pub trait Objects: Send + Sync {
         name: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<(), ApiError>;
-
-    /// Every namespaced resource the server stores (one version each), for deleting a
-    /// namespace's content. Implementations list the registry's namespaced kinds; the
-    /// default, none, suits stores without namespaced kinds.
-    fn namespaced_resources(&self) -> Vec<GroupResource> {
-        Vec::new()
-    }
 }
 
 /// A subresource with its own handler (`pods/binding`, `pods/eviction`, `pods/log`,

@@ -126,19 +126,4 @@ impl Objects for ServerObjects<'_> {
             .await
             .map(|_| ())
     }
-
-    fn namespaced_resources(&self) -> Vec<GroupResource> {
-        // Unstored kinds (bindings) have no content to delete; a kind served in several
-        // versions (HPAs, custom resources) is one resource.
-        let registry = self.state.registry.current();
-        let mut resources: Vec<GroupResource> = Vec::new();
-        for kind in registry.kinds().iter().filter(|k| k.unstored().is_none()) {
-            let info = kind.info();
-            let resource = info.group_resource();
-            if info.namespaced && !resources.contains(&resource) {
-                resources.push(resource);
-            }
-        }
-        resources
-    }
 }

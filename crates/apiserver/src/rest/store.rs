@@ -710,13 +710,13 @@ impl<'a> Store<'a> {
     }
 }
 
-/// Whether an update that removes the last finalizer of an object being deleted deletes
-/// it (upstream `shouldDeleteDuringUpdate`).
+/// Whether an update deletes the object (upstream `ShouldDeleteDuringUpdate`): it leaves
+/// no finalizers on an object already being deleted without a grace period (the kind may
+/// still hold it: [`crate::registry::Kind::hold_deletion`]).
 fn should_delete_during_update(new: &Value, old: &Value) -> bool {
     object::finalizers(new).is_empty()
-        && !object::finalizers(old).is_empty()
-        && meta_get(new, "deletionTimestamp").is_some()
-        && meta_get(new, "deletionGracePeriodSeconds")
+        && meta_get(old, "deletionTimestamp").is_some()
+        && meta_get(old, "deletionGracePeriodSeconds")
             .and_then(Value::as_i64)
             .unwrap_or(0)
             == 0

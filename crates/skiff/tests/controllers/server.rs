@@ -169,10 +169,14 @@ async fn skiff_server_runs_deployments_and_jobs_in_one_process() {
     // latest (a quarter of the 40 s lease duration).
     let renewed = tokio::time::timeout(
         Duration::from_secs(40),
-        kube::runtime::wait::await_condition(node_leases, &node.node_name(), |l: Option<&Lease>| {
-            l.and_then(|l| l.spec.as_ref())
-                .is_some_and(|s| s.renew_time.is_some())
-        }),
+        kube::runtime::wait::await_condition(
+            node_leases,
+            &node.node_name(),
+            |l: Option<&Lease>| {
+                l.and_then(|l| l.spec.as_ref())
+                    .is_some_and(|s| s.renew_time.is_some())
+            },
+        ),
     )
     .await;
     if !matches!(renewed, Ok(Ok(Some(_)))) {

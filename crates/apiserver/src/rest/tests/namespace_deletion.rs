@@ -1,6 +1,7 @@
-//! Namespace deletion with the real namespace kind and its deleter: the DELETE marks the
-//! namespace Terminating, new content is refused, the deleter deletes the content
-//! gracefully and waits for what remains before the namespace goes.
+//! Namespace deletion with the real namespace kind, the API server's part of it: the DELETE
+//! marks the namespace Terminating and new content is refused; the namespace goes when the
+//! namespace controller (in the controller manager) empties `spec.finalizers` through
+//! `finalize`, or stays while other `spec.finalizers` remain.
 
 use axum::http::StatusCode;
 use serde_json::json;
@@ -8,7 +9,6 @@ use serde_json::json;
 use super::*;
 use crate::authn::UserInfo;
 use crate::registry::Objects;
-use crate::registry::core::namespaces::deleter::{self, Progress};
 use crate::rest::objects::ServerObjects;
 
 const NS: &str = "/api/v1/namespaces/doomed";
@@ -52,24 +52,15 @@ async fn doomed() -> (Router, Arc<State>) {
     (app, state)
 }
 
-async fn pass(state: &State) -> Progress {
-    let user = UserInfo::anonymous();
-    let objects = ServerObjects::new(state, &user, false);
-    deleter::delete(&objects, "doomed")
-        .await
-        .expect("deleter pass")
-}
-
-fn condition<'v>(namespace: &'v Value, kind: &str) -> &'v Value {
-    let conditions = namespace["status"]["conditions"]
-        .as_array()
-        .expect("conditions");
-    conditions.iter().find(|c| c["type"] == kind).expect(kind)
+/// The namespace controller's last step: `spec.finalizers` without `kubernetes`.
+async fn finalize(app: &Router, finalizers: Value) -> Reply {
+    let body = json!({"metadata": {"name": "doomed"}, "spec": {"finalizers": finalizers}});
+    send(app, "PUT", &format!("{NS}/finalize"), &body.to_string()).await
 }
 
 #[tokio::test]
-async fn delete_marks_the_namespace_and_the_deleter_removes_it_after_its_content() {
-    let (app, state) = doomed().await;
+async fn delete_marks_the_namespace_and_finalize_removes_it() {
+    let (app, _) = doomed().await;
     let deleted = send(&app, "DELETE", NS, "").await;
     assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.body);
     assert_eq!(deleted.body["kind"], "Namespace");
@@ -99,59 +90,26 @@ async fn delete_marks_the_namespace_and_the_deleter_removes_it_after_its_content
         r#"configmaps "late" is forbidden: unable to create new content in namespace doomed because it is being terminated"#
     );
 
-    // The pod waits for its grace period, the finalizer holds its ConfigMap.
-    assert_eq!(pass(&state).await, Progress::ContentRemaining);
-    let namespace = send(&app, "GET", NS, "").await.body;
-    let remaining = condition(&namespace, "NamespaceContentRemaining");
-    assert_eq!(remaining["status"], "True");
-    assert_eq!(
-        remaining["message"],
-        "Some resources are remaining: configmaps. has 1 resource instances, pods. has 1 resource instances"
-    );
-    let finalizers = condition(&namespace, "NamespaceFinalizersRemaining");
-    assert_eq!(
-        finalizers["message"],
-        "Some content in the namespace has finalizers remaining: example.com/keep in 1 resource instances"
-    );
+    // The API server deletes no content itself: that is the namespace controller's.
     assert_eq!(
         send(&app, "GET", &format!("{NS}/configmaps/plain"), "")
             .await
             .status,
-        StatusCode::NOT_FOUND
+        StatusCode::OK
     );
-    let pod = send(&app, "GET", &format!("{NS}/pods/p"), "").await.body;
-    assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 30);
-
-    // The kubelet confirms the pod's end; the finalizer's owner lets go.
-    let gone = send(
-        &app,
-        "DELETE",
-        &format!("{NS}/pods/p?gracePeriodSeconds=0"),
-        "",
-    )
-    .await;
-    assert_eq!(gone.status, StatusCode::OK, "{}", gone.body);
-    let release = send(
-        &app,
-        "PATCH",
-        &format!("{NS}/configmaps/kept"),
-        r#"{"metadata":{"finalizers":null}}"#,
-    )
-    .await;
-    assert_eq!(release.status, StatusCode::OK, "{}", release.body);
-
-    assert_eq!(pass(&state).await, Progress::Done);
+    let done = finalize(&app, json!([])).await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    assert_eq!(done.body["spec"]["finalizers"], json!([]));
     assert_eq!(
         send(&app, "GET", NS, "").await.status,
         StatusCode::NOT_FOUND
     );
-    assert_eq!(pass(&state).await, Progress::Done);
 }
 
 #[tokio::test]
 async fn other_spec_finalizers_keep_the_emptied_namespace() {
     let (app, state) = doomed().await;
-    let mut finalize = |ns: &mut Value| {
+    let mut two = |ns: &mut Value| {
         ns["spec"]["finalizers"] = json!(["kubernetes", "example.com/last"]);
         Ok::<(), crate::ApiError>(())
     };
@@ -159,25 +117,14 @@ async fn other_spec_finalizers_keep_the_emptied_namespace() {
     let objects = ServerObjects::new(&state, &user, false);
     let namespaces = crate::registry::core::namespaces::namespaces();
     objects
-        .update(&namespaces, None, "doomed", &mut finalize)
+        .update(&namespaces, None, "doomed", &mut two)
         .await
         .expect("update");
-    for uri in [format!("{NS}/pods/p?gracePeriodSeconds=0"), NS.to_owned()] {
-        assert_eq!(send(&app, "DELETE", &uri, "").await.status, StatusCode::OK);
-    }
-    let release = send(
-        &app,
-        "PATCH",
-        &format!("{NS}/configmaps/kept"),
-        r#"{"metadata":{"finalizers":null}}"#,
-    )
-    .await;
-    assert_eq!(release.status, StatusCode::OK, "{}", release.body);
-    assert_eq!(pass(&state).await, Progress::FinalizersRemaining);
+    let deleted = send(&app, "DELETE", NS, "").await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.body);
+    let done = finalize(&app, json!(["example.com/last"])).await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
     let namespace = send(&app, "GET", NS, "").await.body;
     assert_eq!(namespace["spec"]["finalizers"], json!(["example.com/last"]));
-    assert_eq!(
-        condition(&namespace, "NamespaceContentRemaining")["reason"],
-        "ContentRemoved"
-    );
+    assert_eq!(namespace["status"]["phase"], "Terminating");
 }

@@ -1,11 +1,10 @@
 //! Namespaces (upstream `pkg/registry/core/namespace`).
 //!
 //! Deleting a namespace marks it (deletionTimestamp, phase `Terminating`); the REST layer
-//! then refuses new content in it. The [`deleter`] (upstream's namespace controller)
-//! deletes its content, removes the `kubernetes` finalizer from `spec.finalizers` and
-//! deletes the namespace, which goes once no `spec.finalizers` remain.
+//! then refuses new content in it. The controller manager's namespace controller deletes
+//! its content and removes the `kubernetes` finalizer through `finalize`; the namespace
+//! goes once no `spec.finalizers` remain.
 
-pub mod deleter;
 mod finalize;
 
 use async_trait::async_trait;
@@ -123,7 +122,7 @@ impl Strategy for Namespaces {
 
     /// Upstream's namespace REST Delete: the first delete only marks the namespace
     /// (deletionTimestamp, phase Terminating) and leaves the rest to the
-    /// [`deleter`]; later deletes leave it as it is while `spec.finalizers` remain.
+    /// namespace controller; later deletes leave it as it is while `spec.finalizers` remain.
     fn hold_deletion(&self, old: &Namespace, marked: &mut Namespace) -> bool {
         if old.metadata.deletion_timestamp.is_none() {
             marked.status.get_or_insert_default().phase = Some(TERMINATING.to_owned());

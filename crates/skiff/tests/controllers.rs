@@ -12,6 +12,8 @@ mod daemonset;
 mod deployment;
 #[path = "controllers/endpoints.rs"]
 mod endpoints;
+#[path = "controllers/failover.rs"]
+mod failover;
 #[path = "controllers/garbagecollector.rs"]
 mod garbagecollector;
 #[path = "controllers/job.rs"]

@@ -2,6 +2,8 @@
 //! kubelet: pods stay unscheduled (deleted at once, as upstream deletes a pod no node
 //! holds), and the test marks them Ready itself. Every wait watches; nothing sleeps.
 
+#[path = "controllers/bad_input.rs"]
+mod bad_input;
 #[path = "controllers/cluster.rs"]
 mod cluster;
 #[path = "controllers/cronjob.rs"]

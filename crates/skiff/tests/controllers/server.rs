@@ -122,6 +122,21 @@ async fn skiff_server_runs_deployments_and_jobs_in_one_process() {
     .await
     .expect("create job broken");
 
+    // Bad input the API server accepts but the kubelet refuses (an unsafe sysctl): the
+    // pod fails with the kubelet's reason and the Job at its backoffLimit; nothing else
+    // stops.
+    let mut refused = job("refused", "exit 0", json!({"backoffLimit": 0}));
+    if let Some(pod) = refused.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        pod.security_context = Some(
+            serde_json::from_value(json!({
+                "sysctls": [{"name": "kernel.msgmax", "value": "65536"}]
+            }))
+            .expect("a security context"),
+        );
+    }
+    jobs.create(&PostParams::default(), &refused)
+        .await
+        .expect("create job refused");
     let d = wait_for(&deployments, "sleepers", "3 available replicas", |d| {
         d.status.as_ref().and_then(|s| s.available_replicas) == Some(3)
     })
@@ -141,9 +156,27 @@ async fn skiff_server_runs_deployments_and_jobs_in_one_process() {
         Some("BackoffLimitExceeded")
     );
     assert_eq!(broken.status.and_then(|s| s.failed), Some(2));
+    let refused = wait_for(&jobs, "refused", "refused Failed", |j| {
+        job_condition(j, "Failed").is_some()
+    })
+    .await;
+    assert_eq!(
+        job_condition(&refused, "Failed").as_deref(),
+        Some("BackoffLimitExceeded")
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let rejected = pods
+        .list(&kube::api::ListParams::default().labels("job-name=refused"))
+        .await
+        .expect("list the refused Job's pods")
+        .items;
+    let reasons: Vec<Option<String>> = rejected
+        .iter()
+        .map(|p| p.status.as_ref().and_then(|s| s.reason.clone()))
+        .collect();
+    assert_eq!(reasons, [Some("SysctlForbidden".to_owned())]);
 
     // Every pod was placed on the node by the scheduler.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for p in pods
         .list(&Default::default())
         .await

@@ -52,6 +52,29 @@ pub enum BenchCommand {
     /// A node simulator for scale: fake Nodes and pending pods in a running cluster, until
     /// a scheduler has bound them all (scheduled pods/s, creation-to-binding latency).
     Scheduler(BenchSchedulerArgs),
+    /// The node simulator as kubelets too: a Deployment on fake Nodes whose pods are
+    /// marked Running and Ready (pods created, bound and available over time).
+    Controllers(BenchControllersArgs),
+}
+
+/// `skiff bench controllers` flags.
+#[derive(Debug, Args)]
+pub struct BenchControllersArgs {
+    /// The kubeconfig of the cluster (its admin credentials: nodes are created).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// Fake nodes to create (32 CPUs, 128 GiB, 110 pods each).
+    #[arg(long, default_value_t = 100)]
+    pub nodes: usize,
+    /// Replicas of the Deployment.
+    #[arg(long, default_value_t = 1000)]
+    pub replicas: usize,
+    /// How long to wait for the Deployment to be available.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// The controller manager's PID, to report its RSS before and after.
+    #[arg(long)]
+    pub controller_manager_pid: Option<u32>,
 }
 
 /// `skiff bench scheduler` flags.

@@ -62,6 +62,9 @@ async fn run(command: cli::Command) -> anyhow::Result<()> {
         cli::Command::Bench(cli::BenchCommand::Scheduler(args)) => {
             bench::scheduler::run(args).await
         }
+        cli::Command::Bench(cli::BenchCommand::Controllers(args)) => {
+            bench::controllers::run(args).await
+        }
     }
 }
 

@@ -46,6 +46,7 @@ pub mod scheduler;
 mod spawn;
 pub mod stream;
 mod sys;
+pub use sys::rss_kib;
 mod tls_tunnel;
 mod token;
 

@@ -1,5 +1,5 @@
-//! A `skiff scheduler` process for end-to-end tests, and an HTTPS probe of its health
-//! endpoints.
+//! A `skiff scheduler` (or `skiff controller-manager`) process for end-to-end tests and
+//! benchmarks, and an HTTPS probe of its health endpoints.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -24,6 +24,8 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// `ready` it also waits for `/readyz`. Dropping it kills the process (SIGKILL) and
 /// removes the directory.
 pub struct Scheduler {
+    /// The subcommand: `scheduler` or `controller-manager` (same flags for these).
+    command: &'static str,
     skiff_bin: PathBuf,
     kubeconfig: PathBuf,
     args: Vec<String>,
@@ -43,11 +45,32 @@ impl Scheduler {
         kubeconfig: &Path,
         args: &[&str],
     ) -> anyhow::Result<Scheduler> {
+        Self::start_command("scheduler", skiff_bin, kubeconfig, args)
+    }
+
+    /// As [`Scheduler::start`], for `skiff controller-manager` (which takes the same
+    /// `--kubeconfig`, `--bind-address` and `--secure-port` and serves `/healthz`
+    /// likewise); its log is `<dir>/controller-manager.log`.
+    pub fn start_controller_manager(
+        skiff_bin: impl Into<PathBuf>,
+        kubeconfig: &Path,
+        args: &[&str],
+    ) -> anyhow::Result<Scheduler> {
+        Self::start_command("controller-manager", skiff_bin, kubeconfig, args)
+    }
+
+    fn start_command(
+        command: &'static str,
+        skiff_bin: impl Into<PathBuf>,
+        kubeconfig: &Path,
+        args: &[&str],
+    ) -> anyhow::Result<Scheduler> {
         let dir = tempfile::Builder::new()
-            .prefix("skiff-scheduler-")
+            .prefix(&format!("skiff-{command}-"))
             .tempdir()
-            .context("creating the scheduler's directory")?;
+            .with_context(|| format!("creating the {command}'s directory"))?;
         let mut s = Scheduler {
+            command,
             skiff_bin: skiff_bin.into(),
             kubeconfig: kubeconfig.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
@@ -130,12 +153,12 @@ impl Scheduler {
     }
 
     fn log_path(&self) -> PathBuf {
-        self.dir.path().join("scheduler.log")
+        self.dir.path().join(format!("{}.log", self.command))
     }
 
     fn spawn(&mut self) -> anyhow::Result<()> {
         let mut cmd = Command::new(&self.skiff_bin);
-        cmd.arg("scheduler")
+        cmd.arg(self.command)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--bind-address")
@@ -153,7 +176,7 @@ impl Scheduler {
             Err(e) => Err(e),
         };
         self.daemon = Some(Daemon::start(
-            format!("skiff scheduler on port {port}"),
+            format!("skiff {} on port {port}", self.command),
             cmd,
             &self.log_path(),
             READY_TIMEOUT,

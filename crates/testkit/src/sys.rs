@@ -1,6 +1,7 @@
 //! Small system helpers shared by the modules: free ports, random names, log tails,
 //! signals, the HTTP client.
 
+use anyhow::Context as _;
 use std::fs::File;
 use std::io::Read;
 use std::net::TcpListener;
@@ -81,4 +82,16 @@ pub(crate) fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<E
     }
     let _ = child.kill();
     child.wait()
+}
+
+/// `VmRSS` of process `pid` (`/proc/<pid>/status`), in KiB. Errors: the process is gone
+/// or its status has no `VmRSS` (a zombie).
+pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .with_context(|| format!("no VmRSS in /proc/{pid}/status"))
 }

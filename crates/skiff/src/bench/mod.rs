@@ -8,6 +8,7 @@
 //! sandbox with one `sleep` container) and reports the memory of the runtime and of its
 //! per-pod processes at each level ([`memory`] defines them).
 
+pub mod controllers;
 mod memory;
 mod pods;
 pub mod scheduler;

@@ -20,7 +20,7 @@ use serde_json::json;
 use crate::cli::BenchSchedulerArgs;
 
 /// The label every object of a run carries, with the run's id as value.
-const RUN_LABEL: &str = "bench.skiff.dev/run";
+pub(crate) const RUN_LABEL: &str = "bench.skiff.dev/run";
 /// The taint on every tenth node.
 const TAINT_KEY: &str = "bench.skiff.dev/dedicated";
 /// Zones the nodes are spread over.
@@ -58,7 +58,7 @@ pub async fn run(args: BenchSchedulerArgs) -> anyhow::Result<()> {
     result.and(deleted)
 }
 
-fn rand_suffix() -> u32 {
+pub(crate) fn rand_suffix() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -194,7 +194,7 @@ fn report(
 }
 
 /// VmRSS of `pid`, in KiB.
-fn rss_kib(pid: u32) -> Option<u64> {
+pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
@@ -256,7 +256,7 @@ async fn watch_bindings(
     }
 }
 
-async fn create_node(nodes: &Api<Node>, run_id: &str, i: usize) -> anyhow::Result<()> {
+pub(crate) async fn create_node(nodes: &Api<Node>, run_id: &str, i: usize) -> anyhow::Result<()> {
     let name = format!("bench-{run_id}-node-{i:05}");
     let mut taints = Vec::new();
     // Every tenth node of each zone is tainted, so that every zone keeps untainted nodes

@@ -37,7 +37,7 @@ use kube::api::{
 };
 use serde_json::json;
 use skiff_testkit::Etcd;
-use skiff_testkit::{ApiServer, ApiServerOptions, Backend};
+use skiff_testkit::{ApiServer, ApiServerOptions, Backend, rss_kib};
 
 const SETTLE: Duration = Duration::from_secs(2);
 const FILL_CONCURRENCY: usize = 16;
@@ -529,17 +529,6 @@ fn pid_listening_on(endpoint: &str) -> anyhow::Result<u32> {
         }
     }
     bail!("no process with {flag}")
-}
-
-/// `VmRSS` of a process, in KiB.
-fn rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .with_context(|| format!("no VmRSS in /proc/{pid}/status"))
 }
 
 fn report(args: &Args, results: &[Results]) {

@@ -36,7 +36,9 @@ use k8s_openapi::api::core::v1::{Node as NodeObject, Pod};
 use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
-use skiff_testkit::{ApiServer, ApiServerOptions, Backend, Node, NodeOptions, NodeRuntime};
+use skiff_testkit::{
+    ApiServer, ApiServerOptions, Backend, Node, NodeOptions, NodeRuntime, rss_kib,
+};
 use skiff_testkit::{Registry, push};
 use tokio::runtime::Runtime;
 
@@ -388,17 +390,6 @@ fn pod(name: &str, node: &str, image: &str) -> anyhow::Result<Pod> {
 
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
-}
-
-/// `VmRSS` of a process, in KiB.
-fn rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .with_context(|| format!("no VmRSS in /proc/{pid}/status"))
 }
 
 /// (min, median, max) of `values` (the upper median of an even count).

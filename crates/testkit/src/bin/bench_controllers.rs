@@ -1,0 +1,290 @@
+//! Controller manager and `skiff server` benchmark.
+//!
+//! `skiff-bench-controllers --skiff PATH [--replicas 1000] [--nodes 100]
+//! [--qps 20,5000] [--skip-server] [--log-dir DIR]` measures:
+//!
+//! - **`skiff server`**: from spawning it (a fresh data directory, the busybox test image
+//!   in a local registry) until a watch sees its Node Ready, and then until a Deployment
+//!   of 3 replicas has 3 Running pods; then the server's idle VmRSS (the whole
+//!   single-node cluster: API server, scheduler, controller manager, kubelet and runtime
+//!   in one process; the pods' own processes are not counted), 10 s after the pods run
+//!   and again 30 s later.
+//! - **A Deployment of `--replicas` on fake nodes**, once per `--qps` value: a fresh
+//!   `skiff apiserver` (SQLite), `skiff scheduler` (API QPS 5,000) and
+//!   `skiff controller-manager` with `--kube-api-qps <qps>` (burst 1.5 × qps, 30 for
+//!   upstream's default 20), and `skiff bench controllers`, which creates the nodes,
+//!   plays their kubelets and prints when all pods exist, are bound and available, and
+//!   the controller manager's RSS idle and with the pods.
+//!
+//! Everything it starts is stopped at exit, also on error.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::TryStreamExt as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node as NodeObject, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use serde_json::json;
+use skiff_testkit::{
+    ApiServer, ApiServerOptions, Backend, Node, NodeOptions, NodeRuntime, Registry, Scheduler,
+    push, rss_kib,
+};
+
+/// How long one step may take.
+const STEP_TIMEOUT: Duration = Duration::from_secs(180);
+
+struct Args {
+    skiff: PathBuf,
+    replicas: usize,
+    nodes: usize,
+    qps: Vec<u32>,
+    server: bool,
+    log_dir: Option<PathBuf>,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        skiff: PathBuf::new(),
+        replicas: 1000,
+        nodes: 100,
+        qps: vec![20, 5000],
+        server: true,
+        log_dir: None,
+    };
+    let mut skiff = None;
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--skiff" => skiff = Some(PathBuf::from(value()?)),
+            "--replicas" => args.replicas = value()?.parse().context("--replicas: a number")?,
+            "--nodes" => args.nodes = value()?.parse().context("--nodes: a number")?,
+            "--qps" => {
+                args.qps = value()?
+                    .split(',')
+                    .map(|q| q.parse().context("--qps takes numbers"))
+                    .collect::<anyhow::Result<_>>()?;
+            }
+            "--skip-server" => args.server = false,
+            "--log-dir" => args.log_dir = Some(PathBuf::from(value()?)),
+            other => bail!(
+                "unknown argument {other}; usage: skiff-bench-controllers --skiff PATH \
+                 [--replicas 1000] [--nodes 100] [--qps 20,5000] [--skip-server] [--log-dir DIR]"
+            ),
+        }
+    }
+    args.skiff = skiff.context("--skiff PATH is required")?;
+    Ok(args)
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if args.server {
+        server(&args, &rt)?;
+    }
+    for &qps in &args.qps {
+        scale(&args, qps)?;
+    }
+    Ok(())
+}
+
+/// `skiff server` from start to a Ready node and 3 Running replicas, then idle RSS.
+fn server(args: &Args, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+    let registry = Registry::start()?;
+    let image = skiff_testkit::busybox()?;
+    let reference = push(registry.host(), "bench/busybox", "latest", &image)?;
+    println!("skiff server: start until the node is Ready and 3 replicas Run");
+    let start = Instant::now();
+    let node = Node::start_server(NodeOptions {
+        skiff_bin: args.skiff.clone(),
+        extra_args: Vec::new(),
+        runtime: NodeRuntime::Embedded,
+    })?;
+    let kubeconfig = node.kubeconfig().context("the server's kubeconfig")?;
+    let measured = rt.block_on(async {
+        let client = skiff_testkit::apiserver::client_for(&kubeconfig).await?;
+        let nodes: Api<NodeObject> = Api::all(client.clone());
+        let name = node.node_name();
+        let ready = |n: &NodeObject| {
+            n.metadata.name.as_deref() == Some(name.as_str())
+                && n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        };
+        wait(watcher::watcher(nodes, watcher::Config::default()), ready).await?;
+        let ready_after = start.elapsed();
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "bench"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "bench"}},
+                "template": {"metadata": {"labels": {"app": "bench"}},
+                    "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "c",
+                        "image": reference, "command": ["sleep", "3600"]}]}}}}))?;
+        deployments
+            .create(&PostParams::default(), &deployment)
+            .await?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let mut running = std::collections::BTreeSet::new();
+        let stream = watcher::watcher(pods.clone(), watcher::Config::default().labels("app=bench"));
+        wait(stream, move |p: &Pod| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            if phase == Some("Running") {
+                running.insert(p.metadata.name.clone().unwrap_or_default());
+            }
+            running.len() >= 3
+        })
+        .await?;
+        let running_after = start.elapsed();
+        println!(
+            "  node Ready after {:.2} s; Deployment of 3 Running after {:.2} s (from the start)",
+            ready_after.as_secs_f64(),
+            running_after.as_secs_f64()
+        );
+        for (settle, label) in [(10, "10 s"), (30, "40 s")] {
+            tokio::time::sleep(Duration::from_secs(settle)).await;
+            match node.pid().map(rss_kib) {
+                Some(Ok(kib)) => println!(
+                    "  skiff server idle RSS, {label} after the pods ran: {:.1} MiB",
+                    kib as f64 / 1024.0
+                ),
+                Some(Err(e)) => println!("  skiff server RSS: {e:#}"),
+                None => println!("  skiff server RSS: not running"),
+            }
+        }
+        deployments
+            .delete("bench", &DeleteParams::default())
+            .await?;
+        let gone = watcher::watcher(pods, watcher::Config::default().labels("app=bench"));
+        wait_empty(gone).await?;
+        anyhow::Ok(())
+    });
+    if let Some(dir) = &args.log_dir {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("server.log"), node.log())?;
+    }
+    if let Err(e) = node.wait_clean(STEP_TIMEOUT) {
+        eprintln!("the node is not clean: {e:#}");
+    }
+    drop(node);
+    drop(registry);
+    measured
+}
+
+/// A Deployment of `--replicas` on fake nodes, with the controller manager at `qps`.
+fn scale(args: &Args, qps: u32) -> anyhow::Result<()> {
+    let api = ApiServer::start(ApiServerOptions::new(&args.skiff, Backend::Sqlite))?;
+    let sched = Scheduler::start(
+        &args.skiff,
+        &api.kubeconfig(),
+        &[
+            "--leader-elect=false",
+            "--kube-api-qps=5000",
+            "--kube-api-burst=5000",
+        ],
+    )?;
+    let burst = if qps == 20 { 30 } else { qps + qps / 2 };
+    let cm = Scheduler::start_controller_manager(
+        &args.skiff,
+        &api.kubeconfig(),
+        &[
+            "--leader-elect=false",
+            &format!("--kube-api-qps={qps}"),
+            &format!("--kube-api-burst={burst}"),
+        ],
+    )?;
+    let pid = cm.pid().context("the controller manager is not running")?;
+    println!();
+    println!("controller manager with --kube-api-qps {qps} --kube-api-burst {burst}:");
+    let status = Command::new(&args.skiff)
+        .args(["bench", "controllers", "--kubeconfig"])
+        .arg(api.kubeconfig())
+        .args(["--nodes", &args.nodes.to_string()])
+        .args(["--replicas", &args.replicas.to_string()])
+        .args(["--controller-manager-pid", &pid.to_string()])
+        .status()
+        .context("running skiff bench controllers")?;
+    if let Some(dir) = &args.log_dir {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join(format!("qps{qps}-apiserver.log")), api.log())?;
+        std::fs::write(dir.join(format!("qps{qps}-scheduler.log")), sched.log())?;
+        std::fs::write(
+            dir.join(format!("qps{qps}-controller-manager.log")),
+            cm.log(),
+        )?;
+    }
+    if !status.success() {
+        bail!(
+            "skiff bench controllers failed ({status}); controller manager log (tail):\n{}",
+            cm.log_tail()
+        );
+    }
+    Ok(())
+}
+
+/// Waits until `done` holds for an object of the watch.
+async fn wait<K, S>(stream: S, mut done: impl FnMut(&K) -> bool) -> anyhow::Result<()>
+where
+    S: futures::Stream<Item = Result<Event<K>, watcher::Error>>,
+{
+    futures::pin_mut!(stream);
+    let wait = async {
+        while let Some(event) = stream.try_next().await? {
+            if let Event::Apply(o) | Event::InitApply(o) = event
+                && done(&o)
+            {
+                return anyhow::Ok(());
+            }
+        }
+        bail!("the watch ended")
+    };
+    tokio::time::timeout(STEP_TIMEOUT, wait)
+        .await
+        .context("timed out")?
+}
+
+/// Waits until the watch's objects are all gone.
+async fn wait_empty<K: kube::Resource, S>(stream: S) -> anyhow::Result<()>
+where
+    S: futures::Stream<Item = Result<Event<K>, watcher::Error>>,
+{
+    futures::pin_mut!(stream);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut listing = true;
+    let wait = async {
+        while let Some(event) = stream.try_next().await? {
+            let name = |o: &K| o.meta().name.clone().unwrap_or_default();
+            match event {
+                Event::Init => seen.clear(),
+                Event::InitApply(o) | Event::Apply(o) => {
+                    seen.insert(name(&o));
+                }
+                Event::Delete(o) => {
+                    seen.remove(&name(&o));
+                }
+                Event::InitDone => listing = false,
+            }
+            if !listing && seen.is_empty() {
+                return anyhow::Ok(());
+            }
+        }
+        bail!("the watch ended")
+    };
+    tokio::time::timeout(STEP_TIMEOUT, wait)
+        .await
+        .context("timed out")?
+}

@@ -386,6 +386,10 @@ pub struct ServerArgs {
     /// HTTPS port of the controller manager's /healthz and /metrics; 0 disables it.
     #[arg(long, value_name = "PORT", default_value_t = 10257)]
     pub controller_manager_secure_port: u16,
+    /// How long a Node may stay silent before the controller manager marks it Unknown
+    /// and taints it unreachable (the controller manager's flag).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "50s")]
+    pub node_monitor_grace_period: Duration,
 }
 
 /// `skiff apiserver` flags (upstream kube-apiserver's names and defaults).

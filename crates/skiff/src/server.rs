@@ -39,6 +39,7 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
         mut kubelet,
         scheduler_secure_port: scheduler_port,
         controller_manager_secure_port: controller_manager_port,
+        node_monitor_grace_period,
     } = *args;
     let node_name = crate::kubelet::node_name(kubelet.hostname_override.as_deref())?;
     anyhow::ensure!(
@@ -107,6 +108,10 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
     });
     let controllers = skiff_controllers::app::Options {
         secure_port: controller_manager_port,
+        node_monitor: skiff_controllers::nodelifecycle::Timing {
+            grace_period: node_monitor_grace_period,
+            ..skiff_controllers::nodelifecycle::Timing::default()
+        },
         ..skiff_controllers::app::Options::new(files.controller_manager)
     };
     let c = cancel.clone();

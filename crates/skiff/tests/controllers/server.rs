@@ -297,3 +297,165 @@ fn kubectl_at(kubeconfig: &std::path::Path, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A second real kubelet joins `skiff server`; its pod (placed there by a preferred node
+/// affinity, tolerating an unreachable node for 2 s) is evicted once the kubelet is
+/// SIGKILLed and the node goes silent past the grace period, and the Deployment's
+/// replacement runs on the server's own node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_kubelets_pods_are_evicted_and_replaced_elsewhere() {
+    let registry = Registry::start().expect("start the test registry");
+    let busybox = skiff_testkit::busybox().expect("build the busybox image");
+    let image = skiff_testkit::push(registry.host(), "skiff/busybox", "test", &busybox)
+        .expect("push the busybox image");
+    let server = Node::start_server(NodeOptions {
+        skiff_bin: PathBuf::from(env!("CARGO_BIN_EXE_skiff")),
+        extra_args: vec!["--node-monitor-grace-period".into(), "20s".into()],
+        runtime: NodeRuntime::Embedded,
+    })
+    .unwrap_or_else(|e| panic!("start skiff server: {e:#}"));
+    let kubeconfig = server.kubeconfig().expect("a server's kubeconfig");
+    let mut worker = Node::start(NodeOptions {
+        skiff_bin: PathBuf::from(env!("CARGO_BIN_EXE_skiff")),
+        extra_args: vec!["--kubeconfig".into(), kubeconfig.display().to_string()],
+        runtime: NodeRuntime::Embedded,
+    })
+    .unwrap_or_else(|e| panic!("start the second kubelet: {e:#}"));
+    let client = skiff_testkit::apiserver::client_for(&kubeconfig)
+        .await
+        .expect("a client");
+    let nodes: Api<KubeNode> = Api::all(client.clone());
+    let ready = |status: &'static str| {
+        move |n: &KubeNode| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == status))
+        }
+    };
+    wait_for(
+        &nodes,
+        &server.node_name(),
+        "the server's node Ready",
+        ready("True"),
+    )
+    .await;
+    wait_for(
+        &nodes,
+        &worker.node_name(),
+        "the worker Ready",
+        ready("True"),
+    )
+    .await;
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "mover"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "mover"}},
+            "template": {
+                "metadata": {"labels": {"app": "mover"}},
+                "spec": {
+                    // Long enough that the evicted pod stays Terminating while its node
+                    // is silent; the container ends at SIGTERM.
+                    "terminationGracePeriodSeconds": 30,
+                    "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                        "weight": 100,
+                        "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname",
+                            "operator": "In", "values": [worker.node_name()]}]},
+                    }]}},
+                    "tolerations": [
+                        {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                         "effect": "NoExecute", "tolerationSeconds": 2},
+                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                         "effect": "NoExecute", "tolerationSeconds": 2},
+                    ],
+                    "containers": [{"name": "c", "image": image, "command":
+                        ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]}],
+                },
+            },
+        },
+    }))
+    .expect("a Deployment");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create the Deployment");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let running_on = |node: String| {
+        move |m: &BTreeMap<String, Pod>| {
+            m.values().any(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            })
+        }
+    };
+    let first = wait_objects(
+        &pods,
+        "mover",
+        "the pod Running on the worker",
+        running_on(worker.node_name()),
+    )
+    .await;
+    let evicted = first.keys().next().cloned().expect("the worker's pod");
+
+    // The worker's kubelet dies; its Node goes Unknown after the 20 s grace period.
+    worker.kill9().expect("SIGKILL the worker's kubelet");
+    let silent = std::time::Instant::now();
+    wait_for(
+        &nodes,
+        &worker.node_name(),
+        "the worker Unknown",
+        ready("Unknown"),
+    )
+    .await;
+    let unknown_after = silent.elapsed();
+    assert!(
+        unknown_after >= Duration::from_secs(10),
+        "Unknown after {unknown_after:?}: sooner than the grace period allows"
+    );
+    wait_for(
+        &nodes,
+        &worker.node_name(),
+        "the unreachable NoExecute taint",
+        |n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| {
+                    t.iter().any(|t| {
+                        t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute"
+                    })
+                })
+        },
+    )
+    .await;
+    // Its pod is evicted after its 2 s toleration and replaced on the server's node.
+    wait_objects(
+        &pods,
+        "mover",
+        "the replacement Running on the server's node",
+        running_on(server.node_name()),
+    )
+    .await;
+    let old = pods.get(&evicted).await.expect("the evicted pod");
+    assert!(old.metadata.deletion_timestamp.is_some(), "{old:?}");
+    let target = old
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "DisruptionTarget");
+    assert_eq!(
+        target.and_then(|c| c.reason).as_deref(),
+        Some("DeletionByTaintManager")
+    );
+
+    // The worker comes back, confirms its pod's end; everything goes.
+    worker.restart().expect("restart the worker's kubelet");
+    kubectl_at(&kubeconfig, &["delete", "deployment", "mover"]);
+    wait_objects(&pods, "mover", "the pods gone", BTreeMap::is_empty).await;
+    kubectl_at(&kubeconfig, &["delete", "node", &worker.node_name()]);
+}

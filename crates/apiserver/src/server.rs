@@ -52,13 +52,48 @@ pub async fn run(
     run_with_ready(config, shutdown, None).await
 }
 
-/// [`run`], sending the PKI on `ready` once the server listens and its bootstrap objects
-/// exist, so that a process embedding it (`skiff server`) starts its other components
-/// on that event.
+/// What [`run_with_ready`] hands the process embedding it.
+#[derive(Clone)]
+pub struct Ready {
+    /// The cluster's PKI (its CA signs the embedding process's component certificates).
+    pub pki: Pki,
+    /// The server's request handler, for in-process clients.
+    pub local: LocalApi,
+}
+
+/// The API server's request handler for clients in the same process (`skiff server`'s
+/// components): the same router a TLS connection's requests reach, past TLS.
+#[derive(Clone)]
+pub struct LocalApi {
+    app: Router,
+}
+
+impl skiff_client::in_process::LocalApi for LocalApi {
+    /// The caller is the certificate's user (CN, groups O), as the TLS layer makes it,
+    /// from 127.0.0.1. Errors: the certificate does not parse.
+    fn service(&self, certificate: &[u8]) -> Result<skiff_client::in_process::ApiService, String> {
+        let user = authn::user_from_certificate(&CertificateDer::from(certificate.to_vec()))
+            .ok_or_else(|| "the client certificate names no user".to_owned())?;
+        let user = CertificateUser(Some(user));
+        let app = self.app.clone();
+        let peer = axum::extract::ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 0)));
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(user.clone());
+            request.extensions_mut().insert(peer);
+            app.clone().oneshot(request)
+        });
+        Ok(tower::util::BoxCloneSyncService::new(service))
+    }
+}
+
+/// [`run`], sending the PKI and the in-process handler on `ready` once the server
+/// listens and its bootstrap objects exist, so that a process embedding it
+/// (`skiff server`) starts its other components on that event.
 pub async fn run_with_ready(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    ready: Option<tokio::sync::oneshot::Sender<Pki>>,
+    ready: Option<tokio::sync::oneshot::Sender<Ready>>,
 ) -> anyhow::Result<()> {
     let range = &config.cluster.service_cluster_ip_range;
     let service_ip = first_service_ip(range).with_context(|| {
@@ -147,7 +182,10 @@ pub async fn run_with_ready(
     let tls = tls_config(&pki)?;
     if let Some(ready) = ready {
         // The embedding process may have stopped waiting; nothing to do then.
-        let _ = ready.send(pki.clone());
+        let _ = ready.send(Ready {
+            pki: pki.clone(),
+            local: LocalApi { app: app.clone() },
+        });
     }
     // The apiextensions-apiserver's controllers: names, establishing, finalizing.
     let definitions = tokio::spawn(crate::registry::apiextensions::controller::run(

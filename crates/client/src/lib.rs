@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod events;
 pub mod flowcontrol;
+pub mod in_process;
 pub mod leaderelection;
 pub mod metrics;
 pub mod serving;
@@ -50,6 +51,15 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// An in-process client could not be made: the kubeconfig has no usable client
+    /// certificate, or the API server refuses it.
+    #[error("an in-process client from {path}: {why}")]
+    InProcess {
+        /// The kubeconfig.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// The client could not be built from the configuration (TLS settings).
     #[error("building a client from {path}: {source}")]
     Build {
@@ -69,6 +79,19 @@ pub async fn from_kubeconfig(
     qps: f32,
     burst: i32,
 ) -> Result<kube::Client, Error> {
+    connect(kubeconfig, qps, burst, &in_process::Connector::default()).await
+}
+
+/// [`from_kubeconfig`] through `connector`: in process, the kubeconfig's client
+/// certificate is the caller's identity and its server address is not used; the rate
+/// limit applies alike. Errors: as [`from_kubeconfig`]; in process, also a kubeconfig
+/// without a client certificate, or one the API server does not accept.
+pub async fn connect(
+    kubeconfig: &Path,
+    qps: f32,
+    burst: i32,
+    connector: &in_process::Connector,
+) -> Result<kube::Client, Error> {
     let path = kubeconfig.to_path_buf();
     let file = Kubeconfig::read_from(kubeconfig).map_err(|source| Error::ReadKubeconfig {
         path: path.clone(),
@@ -80,9 +103,23 @@ pub async fn from_kubeconfig(
             path: path.clone(),
             source,
         })?;
+    let bucket = flowcontrol::TokenBucket::from_config(qps, burst);
+    if let Some(local) = connector.local() {
+        let certificate = in_process::client_certificate(&config, &path)?;
+        let service = local
+            .service(&certificate)
+            .map_err(|why| Error::InProcess { path, why })?;
+        let builder = kube::client::ClientBuilder::new(service, config.default_namespace);
+        return Ok(match bucket {
+            Some(bucket) => builder
+                .with_layer(&flowcontrol::RateLimitLayer::new(bucket))
+                .build(),
+            None => builder.build(),
+        });
+    }
     let builder = kube::client::ClientBuilder::try_from(config)
         .map_err(|source| Error::Build { path, source })?;
-    Ok(match flowcontrol::TokenBucket::from_config(qps, burst) {
+    Ok(match bucket {
         Some(bucket) => builder
             .with_layer(&flowcontrol::RateLimitLayer::new(bucket))
             .build(),

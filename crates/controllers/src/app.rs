@@ -49,6 +49,9 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
 pub struct Options {
     /// `--kubeconfig`.
     pub kubeconfig: PathBuf,
+    /// How the kubeconfig's API server is reached: over the network (the default), or in
+    /// process inside `skiff server`.
+    pub api_connector: skiff_client::in_process::Connector,
     /// `--controllers`: `*` for every controller on by default, `name` to enable one,
     /// `-name` to disable one (default `*`).
     pub controllers: Vec<String>,
@@ -112,6 +115,7 @@ impl Options {
     pub fn new(kubeconfig: PathBuf) -> Self {
         Self {
             kubeconfig,
+            api_connector: skiff_client::in_process::Connector::default(),
             controllers: vec!["*".to_owned()],
             concurrent_replicaset_syncs: 5,
             concurrent_deployment_syncs: 5,
@@ -215,9 +219,13 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
             opts.max_endpoints_per_slice
         )));
     }
-    let client =
-        skiff_client::from_kubeconfig(&opts.kubeconfig, opts.kube_api_qps, opts.kube_api_burst)
-            .await?;
+    let client = skiff_client::connect(
+        &opts.kubeconfig,
+        opts.kube_api_qps,
+        opts.kube_api_burst,
+        &opts.api_connector,
+    )
+    .await?;
     let metrics = Arc::new(Metrics::new());
     let health = HealthState::new(None);
     if opts.secure_port != 0 {
@@ -263,8 +271,13 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
 /// collector's discovery must not delay a Job's pods. Falls back to `shared` (logged)
 /// if the kubeconfig cannot be loaded again.
 async fn own_client(opts: &Options, shared: &kube::Client) -> kube::Client {
-    match skiff_client::from_kubeconfig(&opts.kubeconfig, opts.kube_api_qps, opts.kube_api_burst)
-        .await
+    match skiff_client::connect(
+        &opts.kubeconfig,
+        opts.kube_api_qps,
+        opts.kube_api_burst,
+        &opts.api_connector,
+    )
+    .await
     {
         Ok(client) => client,
         Err(e) => {

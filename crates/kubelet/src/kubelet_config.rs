@@ -108,6 +108,9 @@ pub struct KubeletConfig {
     /// The kubeconfig to reach the API server (`--kubeconfig`); `None`: standalone, only
     /// static pods.
     pub kubeconfig: Option<PathBuf>,
+    /// How the `kubeconfig`'s API server is reached: over the network (the default), or
+    /// in process when the kubelet runs inside `skiff server`.
+    pub api_connector: skiff_client::in_process::Connector,
     /// Register the Node object (`registerNode`, `--register-node`, true).
     pub register_node: bool,
     /// Taints the Node is registered with (`registerWithTaints`, `--register-with-taints`).
@@ -197,6 +200,7 @@ impl Default for KubeletConfig {
             pod_pids_limit: -1,
             container_log: logs::LogRotatePolicy::default(),
             kubeconfig: None,
+            api_connector: skiff_client::in_process::Connector::default(),
             register_node: true,
             register_with_taints: Vec::new(),
             node_labels: BTreeMap::new(),

@@ -121,8 +121,13 @@ pub async fn run(
         Some(path) => {
             // i32 to f32: QPS values are small; precision loss above 2^24 is irrelevant.
             Some(
-                client::from_kubeconfig(path, config.kube_api_qps as f32, config.kube_api_burst)
-                    .await?,
+                skiff_client::connect(
+                    path,
+                    config.kube_api_qps as f32,
+                    config.kube_api_burst,
+                    &config.api_connector,
+                )
+                .await?,
             )
         }
         None => None,

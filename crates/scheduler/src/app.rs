@@ -31,6 +31,9 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// `--kubeconfig` (else the file's `clientConnection.kubeconfig`).
     pub kubeconfig: Option<PathBuf>,
+    /// How the kubeconfig's API server is reached: over the network (the default), or in
+    /// process inside `skiff server`.
+    pub api_connector: skiff_client::in_process::Connector,
     /// `--bind-address` of the HTTPS endpoint.
     pub bind_address: IpAddr,
     /// `--secure-port` (0: no endpoint).
@@ -63,6 +66,7 @@ impl Options {
         Self {
             config: None,
             kubeconfig: Some(kubeconfig),
+            api_connector: skiff_client::in_process::Connector::default(),
             bind_address: IpAddr::from([0, 0, 0, 0]),
             secure_port: 10259,
             leader_elect: None,
@@ -129,7 +133,7 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<(), Error> 
         })?;
     let qps = opts.kube_api_qps.unwrap_or(cfg.client_connection.qps);
     let burst = opts.kube_api_burst.unwrap_or(cfg.client_connection.burst);
-    let client = skiff_client::from_kubeconfig(&kubeconfig, qps, burst)
+    let client = skiff_client::connect(&kubeconfig, qps, burst, &opts.api_connector)
         .await
         .map_err(|e| Error::Kubeconfig(e.to_string()))?;
     let le = &cfg.leader_election;

@@ -390,6 +390,11 @@ pub struct ServerArgs {
     /// and taints it unreachable (the controller manager's flag).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50s")]
     pub node_monitor_grace_period: Duration,
+    /// Whether the scheduler, controller manager and kubelet call the API server in
+    /// process (no TLS, TCP or HTTP framing; each still as its own certificate's user)
+    /// rather than over HTTPS.
+    #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub in_process_api: bool,
 }
 
 /// `skiff apiserver` flags (upstream kube-apiserver's names and defaults).

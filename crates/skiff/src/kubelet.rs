@@ -12,16 +12,23 @@ use crate::cli::KubeletArgs;
 use crate::{runtime, signals};
 
 pub async fn run(args: KubeletArgs) -> anyhow::Result<()> {
-    run_until(args, signals::shutdown().boxed()).await
+    run_until(
+        args,
+        skiff_client::in_process::Connector::default(),
+        signals::shutdown().boxed(),
+    )
+    .await
 }
 
 /// The kubelet (and its embedded runtime) until `shutdown` resolves.
 pub async fn run_until(
     args: KubeletArgs,
+    connector: skiff_client::in_process::Connector,
     shutdown: futures::future::BoxFuture<'static, ()>,
 ) -> anyhow::Result<()> {
     let shutdown = shutdown.shared();
-    let (config, endpoint) = kubelet_config(&args)?;
+    let (mut config, endpoint) = kubelet_config(&args)?;
+    config.api_connector = connector;
 
     let mut cri_server = None;
     let cri: Arc<dyn Cri> = match &endpoint {

@@ -9,6 +9,7 @@ pub async fn run(args: SchedulerArgs) -> anyhow::Result<()> {
     let opts = skiff_scheduler::app::Options {
         config: args.config,
         kubeconfig: args.kubeconfig,
+        api_connector: skiff_client::in_process::Connector::default(),
         bind_address: args.bind_address,
         secure_port: args.secure_port,
         leader_elect: args.leader_elect,

@@ -14,12 +14,14 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use futures::FutureExt as _;
 use skiff_apiserver::config::{ClusterConfig, ServerConfig};
 use skiff_bootstrap::kubeconfig;
 use skiff_bootstrap::pki::Pki;
+use skiff_client::in_process::Connector;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::ServerArgs;
@@ -40,6 +42,7 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
         scheduler_secure_port: scheduler_port,
         controller_manager_secure_port: controller_manager_port,
         node_monitor_grace_period,
+        in_process_api,
     } = *args;
     let node_name = crate::kubelet::node_name(kubelet.hostname_override.as_deref())?;
     anyhow::ensure!(
@@ -81,7 +84,7 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
         async move { api_cancel.cancelled().await },
         Some(ready_tx),
     ));
-    let pki = tokio::select! {
+    let ready = tokio::select! {
         ready = ready_rx => ready.context("the API server stopped before it was ready")?,
         result = &mut api => {
             result.context("the API server task")??;
@@ -92,11 +95,20 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
             return api.await.context("the API server task")?;
         }
     };
+    let pki = ready.pki;
+    // The components' requests go straight to the API server's handler, each as its own
+    // certificate's user, unless --in-process-api=false sends them over HTTPS.
+    let connector = if in_process_api {
+        Connector::in_process(Arc::new(ready.local))
+    } else {
+        Connector::default()
+    };
     let files = write_kubeconfigs(&data_dir, &url, &pki, &node_name)?;
     tracing::info!(kubeconfig = %data_dir.join(skiff_apiserver::server::ADMIN_KUBECONFIG).display(), node = %node_name, "API server ready; starting the scheduler, the controller manager and the kubelet");
 
     let scheduler = skiff_scheduler::app::Options {
         secure_port: scheduler_port,
+        api_connector: connector.clone(),
         ..skiff_scheduler::app::Options::new(files.scheduler)
     };
     let mut tasks = tokio::task::JoinSet::new();
@@ -108,6 +120,7 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
     });
     let controllers = skiff_controllers::app::Options {
         secure_port: controller_manager_port,
+        api_connector: connector.clone(),
         node_monitor: skiff_controllers::nodelifecycle::Timing {
             grace_period: node_monitor_grace_period,
             ..skiff_controllers::nodelifecycle::Timing::default()
@@ -125,9 +138,13 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
     secure_kubelet_defaults(&mut kubelet, &pki);
     let c = cancel.clone();
     tasks.spawn(async move {
-        crate::kubelet::run_until(*kubelet, async move { c.cancelled().await }.boxed())
-            .await
-            .context("the kubelet")
+        crate::kubelet::run_until(
+            *kubelet,
+            connector,
+            async move { c.cancelled().await }.boxed(),
+        )
+        .await
+        .context("the kubelet")
     });
 
     let mut first_error = None;

@@ -221,6 +221,15 @@ async fn skiff_server_runs_deployments_and_jobs_in_one_process() {
             .collect();
         panic!("no renewed node lease: {renewed:?}\n{}", said.join("\n"));
     }
+    // The components call the API server in process: the server holds no TCP connection
+    // to its own API port.
+    let pid = node.pid().expect("the server runs");
+    let port = node.server_port().expect("a server's port");
+    assert_eq!(
+        connections_to(pid, port),
+        0,
+        "connections to its own API port"
+    );
     // Each component has its own certificate and kubeconfig beside the admin's.
     for file in [
         "scheduler.kubeconfig",
@@ -458,4 +467,33 @@ async fn a_stopped_kubelets_pods_are_evicted_and_replaced_elsewhere() {
     kubectl_at(&kubeconfig, &["delete", "deployment", "mover"]);
     wait_objects(&pods, "mover", "the pods gone", BTreeMap::is_empty).await;
     kubectl_at(&kubeconfig, &["delete", "node", &worker.node_name()]);
+}
+
+/// Established TCP connections that process `pid` holds to `port` (its sockets'
+/// inodes in `/proc/<pid>/net/tcp{,6}` with that remote port).
+fn connections_to(pid: u32, port: u16) -> usize {
+    let inodes: std::collections::BTreeSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the server's fds")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut n = 0;
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let remote = f.get(2).and_then(|r| r.rsplit_once(':')).map(|(_, p)| p);
+            let remote = remote.and_then(|p| u16::from_str_radix(p, 16).ok());
+            if remote == Some(port)
+                && f.get(3) == Some(&"01")
+                && f.get(9).is_some_and(|i| inodes.contains(*i))
+            {
+                n += 1;
+            }
+        }
+    }
+    n
 }

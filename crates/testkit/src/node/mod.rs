@@ -153,6 +153,11 @@ impl Node {
             .map(|_| self.dir.join("server/admin.kubeconfig"))
     }
 
+    /// The API server's port of a [`Node::start_server`] node (on 127.0.0.1).
+    pub fn server_port(&self) -> Option<u16> {
+        self.server_port
+    }
+
     /// The node name (`--hostname-override`): `node-<8 hex>`.
     pub fn node_name(&self) -> String {
         format!("node-{}", self.id)

@@ -2,6 +2,8 @@
 //! kubelet: pods stay unscheduled (deleted at once, as upstream deletes a pod no node
 //! holds), and the test marks them Ready itself. Every wait watches; nothing sleeps.
 
+#[path = "controllers/certificates.rs"]
+mod certificates;
 #[path = "controllers/cluster.rs"]
 mod cluster;
 #[path = "controllers/cronjob.rs"]

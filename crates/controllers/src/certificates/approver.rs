@@ -15,7 +15,6 @@
 //! recognized but not allowed is retried with backoff. Kubelet serving certificates are
 //! never auto-approved, as upstream.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::authorization::v1::{
@@ -144,42 +143,37 @@ impl Approver {
 }
 
 impl CsrHandler for Approver {
-    fn handle(
-        &self,
-        csr: CertificateSigningRequest,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        async move {
-            if has_true_condition(&csr, APPROVED) || has_true_condition(&csr, DENIED) {
-                return Ok(());
-            }
-            let name = csr.metadata.name.clone().unwrap_or_default();
-            let req = parse_request(&csr.spec.request.0)
-                .map_err(|e| Error::Invalid(format!("unable to parse csr {name:?}: {e}")))?;
-            let recognized = recognize(&csr, &req);
-            for r in &recognized {
-                if !self.allowed(&access_review(&csr, r.subresource)).await? {
-                    continue;
-                }
-                let approved = with_approval(csr, r.message);
-                let api: Api<CertificateSigningRequest> = Api::all(self.client.clone());
-                api.replace_subresource::<CertificateSigningRequest>(
-                    "approval",
-                    &name,
-                    &PostParams::default(),
-                    &approved,
-                )
-                .await?;
-                tracing::info!(csr = %name, how = r.subresource, "approved the certificate signing request");
-                return Ok(());
-            }
-            if recognized.is_empty() {
-                return Ok(());
-            }
-            let tried: Vec<&str> = recognized.iter().map(|r| r.subresource).collect();
-            Err(Error::Invalid(format!(
-                "recognized csr {name:?} as {tried:?} but subject access review was not approved"
-            )))
+    async fn handle(&self, csr: CertificateSigningRequest) -> Result<(), Error> {
+        if has_true_condition(&csr, APPROVED) || has_true_condition(&csr, DENIED) {
+            return Ok(());
         }
+        let name = csr.metadata.name.clone().unwrap_or_default();
+        let req = parse_request(&csr.spec.request.0)
+            .map_err(|e| Error::Invalid(format!("unable to parse csr {name:?}: {e}")))?;
+        let recognized = recognize(&csr, &req);
+        for r in &recognized {
+            if !self.allowed(&access_review(&csr, r.subresource)).await? {
+                continue;
+            }
+            let approved = with_approval(csr, r.message);
+            let api: Api<CertificateSigningRequest> = Api::all(self.client.clone());
+            api.replace_subresource::<CertificateSigningRequest>(
+                "approval",
+                &name,
+                &PostParams::default(),
+                &approved,
+            )
+            .await?;
+            tracing::info!(csr = %name, how = r.subresource, "approved the certificate signing request");
+            return Ok(());
+        }
+        if recognized.is_empty() {
+            return Ok(());
+        }
+        let tried: Vec<&str> = recognized.iter().map(|r| r.subresource).collect();
+        Err(Error::Invalid(format!(
+            "recognized csr {name:?} as {tried:?} but subject access review was not approved"
+        )))
     }
 }
 

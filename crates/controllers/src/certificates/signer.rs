@@ -23,7 +23,6 @@
 //! Not here: a subject with two values of one attribute (two `O`s, say) cannot be
 //! written by rcgen yet; such a request is retried with backoff and logged.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -370,54 +369,48 @@ impl Signer {
 }
 
 impl CsrHandler for Signer {
-    fn handle(
-        &self,
-        mut csr: CertificateSigningRequest,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        async move {
-            let ours = matches!(
-                csr.spec.signer_name.as_str(),
-                KUBE_APISERVER_CLIENT_KUBELET_SIGNER
-                    | KUBELET_SERVING_SIGNER
-                    | KUBE_APISERVER_CLIENT_SIGNER
-            );
-            let approved = has_true_condition(&csr, APPROVED) && !has_true_condition(&csr, DENIED);
-            if !ours || !approved || has_true_condition(&csr, FAILED) {
-                return Ok(());
+    async fn handle(&self, mut csr: CertificateSigningRequest) -> Result<(), Error> {
+        let ours = matches!(
+            csr.spec.signer_name.as_str(),
+            KUBE_APISERVER_CLIENT_KUBELET_SIGNER
+                | KUBELET_SERVING_SIGNER
+                | KUBE_APISERVER_CLIENT_SIGNER
+        );
+        let approved = has_true_condition(&csr, APPROVED) && !has_true_condition(&csr, DENIED);
+        if !ours || !approved || has_true_condition(&csr, FAILED) {
+            return Ok(());
+        }
+        let name = csr.metadata.name.clone().unwrap_or_default();
+        let req = parse_request(&csr.spec.request.0)
+            .map_err(|e| Error::Invalid(format!("unable to parse csr {name:?}: {e}")))?;
+        match decide(&csr, &req) {
+            Decision::Skip => Ok(()),
+            Decision::Fail(message) => {
+                tracing::info!(csr = %name, %message, "the request breaks its signer's rules");
+                csr.status
+                    .get_or_insert_with(Default::default)
+                    .conditions
+                    .get_or_insert_with(Vec::new)
+                    .push(CertificateSigningRequestCondition {
+                        type_: FAILED.to_owned(),
+                        status: "True".to_owned(),
+                        reason: Some(VALIDATION_FAILURE_REASON.to_owned()),
+                        message: Some(message),
+                        last_update_time: Some(Time(Timestamp::now())),
+                        ..Default::default()
+                    });
+                self.update_status(&csr).await
             }
-            let name = csr.metadata.name.clone().unwrap_or_default();
-            let req = parse_request(&csr.spec.request.0)
-                .map_err(|e| Error::Invalid(format!("unable to parse csr {name:?}: {e}")))?;
-            match decide(&csr, &req) {
-                Decision::Skip => Ok(()),
-                Decision::Fail(message) => {
-                    tracing::info!(csr = %name, %message, "the request breaks its signer's rules");
-                    csr.status
-                        .get_or_insert_with(Default::default)
-                        .conditions
-                        .get_or_insert_with(Vec::new)
-                        .push(CertificateSigningRequestCondition {
-                            type_: FAILED.to_owned(),
-                            status: "True".to_owned(),
-                            reason: Some(VALIDATION_FAILURE_REASON.to_owned()),
-                            message: Some(message),
-                            last_update_time: Some(Time(Timestamp::now())),
-                            ..Default::default()
-                        });
-                    self.update_status(&csr).await
-                }
-                Decision::Sign => {
-                    let ttl = duration(self.duration, csr.spec.expiration_seconds);
-                    let now = Timestamp::now().as_second();
-                    let pem = sign(&self.ca, &req, usages(&csr), ttl, now).map_err(|e| {
-                        Error::Invalid(format!("error auto signing csr {name:?}: {e}"))
-                    })?;
-                    csr.status.get_or_insert_with(Default::default).certificate =
-                        Some(ByteString(pem.into_bytes()));
-                    self.update_status(&csr).await?;
-                    tracing::info!(csr = %name, signer = %csr.spec.signer_name, "signed the certificate signing request");
-                    Ok(())
-                }
+            Decision::Sign => {
+                let ttl = duration(self.duration, csr.spec.expiration_seconds);
+                let now = Timestamp::now().as_second();
+                let pem = sign(&self.ca, &req, usages(&csr), ttl, now)
+                    .map_err(|e| Error::Invalid(format!("error auto signing csr {name:?}: {e}")))?;
+                csr.status.get_or_insert_with(Default::default).certificate =
+                    Some(ByteString(pem.into_bytes()));
+                self.update_status(&csr).await?;
+                tracing::info!(csr = %name, signer = %csr.spec.signer_name, "signed the certificate signing request");
+                Ok(())
             }
         }
     }

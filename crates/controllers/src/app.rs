@@ -18,14 +18,18 @@ use skiff_client::serving::{self, Exposition, HealthState};
 use skiff_client::workqueue::QueueMetrics;
 use tokio_util::sync::CancellationToken;
 
+use crate::certificates::{approver, cleaner, signer};
 use crate::{
     Error, cronjob, daemon, deployment, endpoint, endpointslice, garbagecollector, job, namespace,
-    nodelifecycle, podgc, replicaset, rootcacertpublisher, serviceaccount, statefulset,
+    nodeipam, nodelifecycle, podgc, replicaset, rootcacertpublisher, serviceaccount, statefulset,
     ttlafterfinished,
 };
 
 /// The controllers Skiff has, with upstream's `--controllers` names.
 pub const KNOWN_CONTROLLERS: &[&str] = &[
+    approver::NAME,
+    cleaner::NAME,
+    signer::NAME,
     cronjob::NAME,
     daemon::NAME,
     deployment::NAME,
@@ -34,6 +38,7 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
     garbagecollector::NAME,
     job::NAME,
     namespace::NAME,
+    nodeipam::NAME,
     nodelifecycle::NAME,
     podgc::NAME,
     replicaset::NAME,
@@ -43,6 +48,23 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
     nodelifecycle::TAINT_EVICTION_NAME,
     ttlafterfinished::NAME,
 ];
+
+/// The older names upstream's `--controllers` still accepts for the controllers here,
+/// with the name each stands for.
+pub const CONTROLLER_ALIASES: &[(&str, &str)] = &[
+    (approver::ALIAS, approver::NAME),
+    (cleaner::ALIAS, cleaner::NAME),
+    (signer::ALIAS, signer::NAME),
+    (nodeipam::ALIAS, nodeipam::NAME),
+];
+
+/// `name`, or the controller it is an alias of.
+fn canonical(name: &str) -> &str {
+    CONTROLLER_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, canonical)| canonical)
+}
 
 /// How to run the controller manager (the flags).
 #[derive(Debug, Clone)]
@@ -104,6 +126,17 @@ pub struct Options {
     pub bind_address: IpAddr,
     /// See `bind_address`.
     pub secure_port: u16,
+    /// `--cluster-signing-cert-file` and `--cluster-signing-key-file`: the CA (PEM) the
+    /// CSR signer signs with; without both, the signer does not start.
+    pub cluster_signing_cert_file: Option<PathBuf>,
+    /// See `cluster_signing_cert_file`.
+    pub cluster_signing_key_file: Option<PathBuf>,
+    /// `--cluster-signing-duration`: the longest lifetime of a signed certificate
+    /// (default 8760 h).
+    pub cluster_signing_duration: Duration,
+    /// `--allocate-node-cidrs`, `--cluster-cidr`, `--node-cidr-mask-size[-ipv4|-ipv6]`,
+    /// `--service-cluster-ip-range` of the node IPAM controller.
+    pub node_ipam: nodeipam::Config,
     /// `--kube-api-qps` and `--kube-api-burst` (upstream's defaults: 20 and 30).
     pub kube_api_qps: f32,
     /// See `kube_api_qps`.
@@ -138,6 +171,10 @@ impl Options {
             retry_period: Duration::from_secs(2),
             bind_address: IpAddr::from([0, 0, 0, 0]),
             secure_port: 10257,
+            cluster_signing_cert_file: None,
+            cluster_signing_key_file: None,
+            cluster_signing_duration: signer::DEFAULT_DURATION,
+            node_ipam: nodeipam::Config::default(),
             kube_api_qps: 20.0,
             kube_api_burst: 30,
         }
@@ -181,22 +218,23 @@ impl Exposition for Metrics {
 }
 
 /// Whether `name` runs under `--controllers` (upstream `IsControllerEnabled`): named
-/// explicitly, or `*` given and not disabled with `-name`. Errors: an unknown name.
+/// explicitly (or by its alias, [`CONTROLLER_ALIASES`]), or `*` given and not disabled
+/// with `-name`. Errors: an unknown name.
 pub fn enabled(controllers: &[String], name: &str) -> Result<bool, Error> {
     for c in controllers {
-        let bare = c.strip_prefix('-').unwrap_or(c);
+        let bare = canonical(c.strip_prefix('-').unwrap_or(c));
         if bare != "*" && !KNOWN_CONTROLLERS.contains(&bare) {
             return Err(Error::Config(format!(
                 "{c:?} is not in the list of known controllers"
             )));
         }
     }
-    if controllers.iter().any(|c| c == name) {
+    if controllers.iter().any(|c| canonical(c) == name) {
         return Ok(true);
     }
     if controllers
         .iter()
-        .any(|c| c.strip_prefix('-') == Some(name))
+        .any(|c| c.strip_prefix('-').map(canonical) == Some(name))
     {
         return Ok(false);
     }
@@ -442,8 +480,72 @@ pub async fn run_controllers(
             Err(e) => tracing::error!(error = %e, "the garbage collector could not start"),
         }
     }
+    start_certificate_controllers(opts, &client, &factory, &queues, &mut tasks, &cancel).await;
+    if enabled(&opts.controllers, nodeipam::NAME).unwrap_or(false) {
+        match nodeipam::NodeIpamController::new(
+            own_client(opts, &client).await,
+            &factory,
+            recorders.recorder("cidrAllocator"),
+            &opts.node_ipam,
+            Arc::clone(&queues),
+        ) {
+            Ok(Some(ipam)) => {
+                tasks.spawn(ipam.run(cancel.clone()));
+            }
+            Ok(None) => tracing::info!("node IPAM: --allocate-node-cidrs is false; not allocating"),
+            Err(e) => tracing::error!(error = %e, "the node IPAM controller could not start"),
+        }
+    }
     factory.start(&cancel);
     while tasks.join_next().await.is_some() {}
+}
+
+/// Starts the enabled CSR controllers: approving, signing (when both
+/// `--cluster-signing-*-file` are given) and cleaning.
+async fn start_certificate_controllers(
+    opts: &Options,
+    client: &kube::Client,
+    factory: &SharedInformerFactory,
+    queues: &Arc<dyn QueueMetrics>,
+    tasks: &mut tokio::task::JoinSet<()>,
+    cancel: &CancellationToken,
+) {
+    if enabled(&opts.controllers, approver::NAME).unwrap_or(false) {
+        let a = approver::new(own_client(opts, client).await, factory, Arc::clone(queues));
+        tasks.spawn(a.run(5, cancel.clone()));
+    }
+    if enabled(&opts.controllers, signer::NAME).unwrap_or(false) {
+        match (
+            &opts.cluster_signing_cert_file,
+            &opts.cluster_signing_key_file,
+        ) {
+            (Some(cert), Some(key)) => match signer::SigningCa::read(cert, key) {
+                Ok(ca) => match signer::new(
+                    own_client(opts, client).await,
+                    factory,
+                    &ca,
+                    opts.cluster_signing_duration,
+                    Arc::clone(queues),
+                ) {
+                    Ok(s) => {
+                        tasks.spawn(s.run(5, cancel.clone()));
+                    }
+                    Err(e) => tracing::error!(error = %e, "the CSR signer could not start"),
+                },
+                Err(e) => tracing::error!(error = %e, "the CSR signer could not start"),
+            },
+            (None, None) => tracing::info!(
+                "skipping the CSR signer: no --cluster-signing-cert-file and --cluster-signing-key-file"
+            ),
+            _ => tracing::error!(
+                "the CSR signer needs both --cluster-signing-cert-file and --cluster-signing-key-file; not starting it"
+            ),
+        }
+    }
+    if enabled(&opts.controllers, cleaner::NAME).unwrap_or(false) {
+        let c = cleaner::CsrCleaner::new(own_client(opts, client).await, factory);
+        tasks.spawn(c.run(cancel.clone()));
+    }
 }
 
 /// The CA bundle (PEM) to publish: `--root-ca-file`, else the kubeconfig's
@@ -503,6 +605,14 @@ mod tests {
         assert!(!enabled(&v(&[]), replicaset::NAME).unwrap());
         assert!(enabled(&v(&["*"]), daemon::NAME).unwrap());
         assert!(enabled(&v(&["*"]), statefulset::NAME).unwrap());
+        // The CSR and IPAM controllers, also by upstream's older names.
+        for name in [approver::NAME, signer::NAME, cleaner::NAME, nodeipam::NAME] {
+            assert!(enabled(&v(&["*"]), name).unwrap());
+        }
+        assert!(enabled(&v(&["csrapproving"]), approver::NAME).unwrap());
+        assert!(!enabled(&v(&["*", "-csrsigning"]), signer::NAME).unwrap());
+        assert!(!enabled(&v(&["*", "-nodeipam"]), nodeipam::NAME).unwrap());
+        assert!(enabled(&v(&["*", "-nodeipam"]), cleaner::NAME).unwrap());
         let err = enabled(&v(&["*", "bogus"]), replicaset::NAME).unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -190,9 +190,9 @@ impl EndpointsController {
                     && selector.matches(p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
             })
             .collect();
-        let trigger = self.triggers.compute(key, &service, &pods);
-        let subsets = desired_subsets(&service, &pods);
         let current = self.endpoints.store().get(key);
+        // Before the trigger time is computed (which moves the tracker on), so that a
+        // sync put off for a stale cache keeps its trigger time for the retry.
         if let Some(cur) = &current {
             let stale = self.lock_stale().get(key).cloned();
             if stale.is_some() && stale == cur.metadata.resource_version {
@@ -201,6 +201,8 @@ impl EndpointsController {
                 return Ok(());
             }
         }
+        let trigger = self.triggers.compute(key, &service, &pods);
+        let subsets = desired_subsets(&service, &pods);
         let labels = endpoints_labels(&service);
         if let Some(cur) = &current
             && normalize_subsets(cur.subsets.as_deref().unwrap_or_default()) == subsets

@@ -8,6 +8,7 @@
 //! creation from a template, adoption and release of pods, the deletion ranking.
 
 pub mod app;
+pub mod certificates;
 pub mod controller_utils;
 pub mod cronjob;
 pub mod daemon;
@@ -18,6 +19,7 @@ pub mod error;
 pub mod garbagecollector;
 pub mod job;
 pub mod namespace;
+pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod podgc;
 pub mod replicaset;

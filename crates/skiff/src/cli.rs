@@ -31,7 +31,7 @@ pub enum Command {
     Scheduler(SchedulerArgs),
     /// The controller manager: the controllers that turn workloads into pods
     /// (kube-controller-manager's flags).
-    ControllerManager(ControllerManagerArgs),
+    ControllerManager(Box<ControllerManagerArgs>),
     /// A single-node cluster in one process: the API server, scheduler, controller
     /// manager and a kubelet with its embedded runtime. Takes the API server's and the
     /// kubelet's flags.
@@ -493,6 +493,41 @@ mod tests {
     }
 
     #[test]
+    fn controller_manager_certificate_and_ipam_flags() {
+        let cli = Cli::try_parse_from([
+            "skiff",
+            "controller-manager",
+            "--kubeconfig=/k",
+            "--cluster-signing-cert-file=/ca.crt",
+            "--cluster-signing-key-file=/ca.key",
+            "--allocate-node-cidrs",
+            "--cluster-cidr=10.244.0.0/16,fd00:10:244::/56",
+            "--node-cidr-mask-size-ipv6=64",
+        ])
+        .unwrap();
+        let Command::ControllerManager(args) = cli.command else {
+            panic!("not controller-manager");
+        };
+        assert_eq!(
+            args.cluster_signing_cert_file,
+            Some(PathBuf::from("/ca.crt"))
+        );
+        assert_eq!(
+            args.cluster_signing_duration,
+            Duration::from_secs(8760 * 3600)
+        );
+        assert!(args.allocate_node_cidrs);
+        assert_eq!(args.cluster_cidr.len(), 2);
+        assert_eq!(args.node_cidr_mask_size_ipv6, Some(64));
+        let cli = Cli::try_parse_from(["skiff", "controller-manager", "--kubeconfig=/k"]).unwrap();
+        let Command::ControllerManager(args) = cli.command else {
+            panic!("not controller-manager");
+        };
+        assert!(!args.allocate_node_cidrs);
+        assert!(args.cluster_cidr.is_empty());
+    }
+
+    #[test]
     fn apiserver_defaults_are_upstream() {
         let cli = Cli::try_parse_from(["skiff", "apiserver"]).unwrap();
         let Command::Apiserver(args) = cli.command else {
@@ -589,4 +624,34 @@ pub struct ControllerManagerArgs {
     /// Burst of requests to the API server.
     #[arg(long, default_value_t = 30)]
     pub kube_api_burst: i32,
+    /// CA certificate (PEM) the CSR signer issues cluster certificates with; the signer
+    /// does not start without it and --cluster-signing-key-file.
+    #[arg(long, value_name = "FILE")]
+    pub cluster_signing_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --cluster-signing-cert-file.
+    #[arg(long, value_name = "FILE")]
+    pub cluster_signing_key_file: Option<PathBuf>,
+    /// The longest lifetime of a signed certificate (a request's
+    /// spec.expirationSeconds may ask for less).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "8760h")]
+    pub cluster_signing_duration: Duration,
+    /// Give each Node a pod CIDR from --cluster-cidr.
+    #[arg(long, default_value = "false", num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub allocate_node_cidrs: bool,
+    /// The pods' CIDR range, one per IP family (comma-separated for dual-stack).
+    #[arg(long, value_name = "CIDRS", value_delimiter = ',')]
+    pub cluster_cidr: Vec<ipnet::IpNet>,
+    /// Mask size of node CIDRs in a single-stack cluster [default: 24 for IPv4, 64 for
+    /// IPv6].
+    #[arg(long, value_name = "BITS")]
+    pub node_cidr_mask_size: Option<u8>,
+    /// Mask size of IPv4 node CIDRs [default: 24].
+    #[arg(long, value_name = "BITS")]
+    pub node_cidr_mask_size_ipv4: Option<u8>,
+    /// Mask size of IPv6 node CIDRs [default: 64].
+    #[arg(long, value_name = "BITS")]
+    pub node_cidr_mask_size_ipv6: Option<u8>,
+    /// The Services' CIDR ranges (comma-separated), never given to nodes.
+    #[arg(long, value_name = "CIDRS", value_delimiter = ',')]
+    pub service_cluster_ip_range: Vec<ipnet::IpNet>,
 }

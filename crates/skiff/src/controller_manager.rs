@@ -6,7 +6,7 @@ use crate::cli::ControllerManagerArgs;
 
 /// Runs the controller manager until SIGTERM or SIGINT; leadership lost ends it with an
 /// error.
-pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
+pub async fn run(args: Box<ControllerManagerArgs>) -> anyhow::Result<()> {
     let opts = skiff_controllers::app::Options {
         controllers: args.controllers,
         concurrent_replicaset_syncs: args.concurrent_replicaset_syncs,
@@ -35,6 +35,17 @@ pub async fn run(args: ControllerManagerArgs) -> anyhow::Result<()> {
         secure_port: args.secure_port,
         kube_api_qps: args.kube_api_qps,
         kube_api_burst: args.kube_api_burst,
+        cluster_signing_cert_file: args.cluster_signing_cert_file,
+        cluster_signing_key_file: args.cluster_signing_key_file,
+        cluster_signing_duration: args.cluster_signing_duration,
+        node_ipam: skiff_controllers::nodeipam::Config {
+            allocate_node_cidrs: args.allocate_node_cidrs,
+            cluster_cidrs: args.cluster_cidr,
+            node_cidr_mask_size: args.node_cidr_mask_size,
+            node_cidr_mask_size_ipv4: args.node_cidr_mask_size_ipv4,
+            node_cidr_mask_size_ipv6: args.node_cidr_mask_size_ipv6,
+            service_cidrs: args.service_cluster_ip_range,
+        },
         ..skiff_controllers::app::Options::new(args.kubeconfig)
     };
     let cancel = CancellationToken::new();

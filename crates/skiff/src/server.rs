@@ -50,6 +50,7 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
         "--kubeconfig is not for skiff server: the kubelet's kubeconfig is written in --data-dir"
     );
     let data_dir = apiserver.data_dir.clone();
+    let service_cluster_ip_range = apiserver.service_cluster_ip_range;
     let local = skiff_apiserver::server::local_address(apiserver.bind_address);
     let url = format!("https://{}", SocketAddr::new(local, apiserver.secure_port));
     let config = ServerConfig {
@@ -125,6 +126,9 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
             grace_period: node_monitor_grace_period,
             ..skiff_controllers::nodelifecycle::Timing::default()
         },
+        cluster_signing_cert_file: Some(pki.dir.join("ca.crt")),
+        cluster_signing_key_file: Some(pki.dir.join("ca.key")),
+        node_ipam: node_ipam(kubelet.network.pod_cidr, service_cluster_ip_range),
         ..skiff_controllers::app::Options::new(files.controller_manager)
     };
     let c = cancel.clone();
@@ -182,6 +186,31 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
     }
     first_error.map_or(Ok(()), Err)
 }
+
+/// The controller manager's node IPAM settings: with `--pod-cidr`, each Node gets a pod
+/// CIDR of it (`--allocate-node-cidrs --cluster-cidr <pod-cidr>`, node CIDRs of /24 for
+/// IPv4 and /64 for IPv6, or the whole range when it is smaller), the Services' range
+/// excluded. The kubelet's own `--pod-cidr` (its default CNI configuration) is unchanged.
+fn node_ipam(
+    pod_cidr: Option<ipnet::IpNet>,
+    service_cluster_ip_range: ipnet::IpNet,
+) -> skiff_controllers::nodeipam::Config {
+    let Some(cidr) = pod_cidr else {
+        return skiff_controllers::nodeipam::Config::default();
+    };
+    let default_mask = match cidr {
+        ipnet::IpNet::V4(_) => skiff_controllers::nodeipam::DEFAULT_NODE_MASK_IPV4,
+        ipnet::IpNet::V6(_) => skiff_controllers::nodeipam::DEFAULT_NODE_MASK_IPV6,
+    };
+    skiff_controllers::nodeipam::Config {
+        allocate_node_cidrs: true,
+        cluster_cidrs: vec![cidr],
+        node_cidr_mask_size: Some(default_mask.max(cidr.prefix_len())),
+        service_cidrs: vec![service_cluster_ip_range],
+        ..skiff_controllers::nodeipam::Config::default()
+    }
+}
+
 /// kubeadm's kubelet settings where no flag gave one: the main port on every address
 /// (the API server dials the Node's InternalIP for logs, exec and port-forward), client
 /// certificates checked against the cluster CA, bearer tokens by TokenReview, no
@@ -243,4 +272,28 @@ fn write_kubeconfigs(
             Some("system:nodes"),
         )?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_cidr_turns_node_ipam_on() {
+        let services: ipnet::IpNet = "10.96.0.0/12".parse().unwrap();
+        assert!(!node_ipam(None, services).allocate_node_cidrs);
+        let on = node_ipam(Some("10.88.0.0/16".parse().unwrap()), services);
+        assert!(on.allocate_node_cidrs);
+        assert_eq!(
+            on.cluster_cidrs,
+            ["10.88.0.0/16".parse::<ipnet::IpNet>().unwrap()]
+        );
+        assert_eq!(on.node_cidr_mask_size, Some(24));
+        assert_eq!(on.service_cidrs, [services]);
+        // A range smaller than a /24 is one node CIDR.
+        let small = node_ipam(Some("10.88.0.0/26".parse().unwrap()), services);
+        assert_eq!(small.node_cidr_mask_size, Some(26));
+        let v6 = node_ipam(Some("fd00:88::/48".parse().unwrap()), services);
+        assert_eq!(v6.node_cidr_mask_size, Some(64));
+    }
 }

@@ -4,6 +4,8 @@
 
 #[path = "controllers/bad_input.rs"]
 mod bad_input;
+#[path = "controllers/certificates.rs"]
+mod certificates;
 #[path = "controllers/cluster.rs"]
 mod cluster;
 #[path = "controllers/cronjob.rs"]

@@ -668,10 +668,7 @@ mod tests {
         };
         let usage = |scopes: Vec<ScopedResourceSelectorRequirement>| {
             let u = calculate_usage(&hard(&["pods", "requests.cpu"]), &scopes, &objects, now());
-            formatted(&u)
-                .into_iter()
-                .map(|(_, v)| v)
-                .collect::<Vec<_>>()
+            formatted(&u).into_values().collect::<Vec<_>>()
         };
         // [pods, requests.cpu]
         assert_eq!(usage(vec![]), ["4", "600m"]);

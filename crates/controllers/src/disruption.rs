@@ -809,7 +809,7 @@ mod tests {
         Pod {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
-                deletion_timestamp: deleting.then(|| Time(Timestamp::UNIX_EPOCH)),
+                deletion_timestamp: deleting.then_some(Time(Timestamp::UNIX_EPOCH)),
                 ..Default::default()
             },
             status: Some(PodStatus {

@@ -131,6 +131,28 @@ pub fn format_binary_si(value: i64) -> String {
     format!("{number}{suffix}")
 }
 
+/// `milli` thousandths of a unit as upstream prints a quantity canonically
+/// (`resource.Quantity.String()`): with `binary`, a whole value of at least 1024 in
+/// binary SI ([`format_binary_si`]: `128Mi`); otherwise decimal SI with the largest of
+/// `m`, (none), `k`, `M`, `G`, `T`, `P`, `E` that leaves a whole mantissa (`1500m`, `2`,
+/// `2k`, `1500`). Zero is `0`.
+pub fn format_milli(milli: i64, binary: bool) -> String {
+    if binary && milli % 1000 == 0 && (milli / 1000).abs() >= 1024 {
+        return format_binary_si(milli / 1000);
+    }
+    if milli == 0 {
+        return "0".to_owned();
+    }
+    const SUFFIXES: [&str; 8] = ["m", "", "k", "M", "G", "T", "P", "E"];
+    let mut number = milli;
+    let mut i = 0;
+    while i + 1 < SUFFIXES.len() && number % 1000 == 0 {
+        number /= 1000;
+        i += 1;
+    }
+    format!("{number}{}", SUFFIXES[i])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +183,19 @@ mod tests {
         assert_eq!(value(&q("12e6")), 12_000_000);
         assert_eq!(value(&q("1E")), 1_000_000_000_000_000_000);
         assert_eq!(value(&q("16Ei")), i64::MAX);
+    }
+
+    #[test]
+    fn formats_milli_canonically() {
+        assert_eq!(format_milli(0, false), "0");
+        assert_eq!(format_milli(1500, false), "1500m");
+        assert_eq!(format_milli(2000, false), "2");
+        assert_eq!(format_milli(1_500_000, false), "1500");
+        assert_eq!(format_milli(2_000_000, false), "2k");
+        assert_eq!(format_milli(1_000_000_000_000, false), "1G");
+        assert_eq!(format_milli((256 << 20) * 1000, true), "256Mi");
+        assert_eq!(format_milli(1000 * 1000, true), "1k");
+        assert_eq!(format_milli(1500, true), "1500m");
     }
 
     #[test]

@@ -20,9 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::certificates::{approver, cleaner, signer};
 use crate::{
-    Error, cronjob, daemon, deployment, endpoint, endpointslice, garbagecollector, job, namespace,
-    nodeipam, nodelifecycle, podgc, replicaset, rootcacertpublisher, serviceaccount, statefulset,
-    ttlafterfinished,
+    Error, cronjob, daemon, deployment, disruption, endpoint, endpointslice, garbagecollector, job,
+    namespace, nodeipam, nodelifecycle, podgc, replicaset, resourcequota, rootcacertpublisher,
+    serviceaccount, statefulset, ttlafterfinished,
 };
 
 /// The controllers Skiff has, with upstream's `--controllers` names.
@@ -33,6 +33,7 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
     cronjob::NAME,
     daemon::NAME,
     deployment::NAME,
+    disruption::NAME,
     endpoint::NAME,
     endpointslice::NAME,
     garbagecollector::NAME,
@@ -42,6 +43,7 @@ pub const KNOWN_CONTROLLERS: &[&str] = &[
     nodelifecycle::NAME,
     podgc::NAME,
     replicaset::NAME,
+    resourcequota::NAME,
     rootcacertpublisher::NAME,
     serviceaccount::NAME,
     statefulset::NAME,
@@ -112,6 +114,11 @@ pub struct Options {
     /// `--max-endpoints-per-slice`: endpoints in one EndpointSlice, 1 to 1000 (default
     /// 100).
     pub max_endpoints_per_slice: usize,
+    /// `--concurrent-resource-quota-syncs`: ResourceQuotas synced at once (default 5).
+    pub concurrent_resource_quota_syncs: usize,
+    /// `--resource-quota-sync-period`: how often every ResourceQuota's usage is
+    /// recalculated in full (default 5 min).
+    pub resource_quota_sync_period: Duration,
     /// `--leader-elect` (default true).
     pub leader_elect: bool,
     /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
@@ -165,6 +172,8 @@ impl Options {
             concurrent_endpoint_syncs: 5,
             concurrent_service_endpoint_syncs: 5,
             max_endpoints_per_slice: endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE,
+            concurrent_resource_quota_syncs: 5,
+            resource_quota_sync_period: resourcequota::DEFAULT_SYNC_PERIOD,
             leader_elect: true,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -467,6 +476,25 @@ pub async fn run_controllers(
         );
         tasks.spawn(Arc::clone(&eps).run(opts.concurrent_service_endpoint_syncs, cancel.clone()));
     }
+    if enabled(&opts.controllers, disruption::NAME).unwrap_or(false) {
+        let dc = disruption::DisruptionController::new(
+            own_client(opts, &client).await,
+            &factory,
+            recorders.recorder(disruption::NAME),
+            Arc::clone(&queues),
+        );
+        // Upstream runs one worker and has no flag for it.
+        tasks.spawn(Arc::clone(&dc).run(1, cancel.clone()));
+    }
+    if enabled(&opts.controllers, resourcequota::NAME).unwrap_or(false) {
+        let rq = resourcequota::ResourceQuotaController::new(
+            own_client(opts, &client).await,
+            &factory,
+            Arc::clone(&queues),
+            opts.resource_quota_sync_period,
+        );
+        tasks.spawn(Arc::clone(&rq).run(opts.concurrent_resource_quota_syncs, cancel.clone()));
+    }
     if enabled(&opts.controllers, garbagecollector::NAME).unwrap_or(false) {
         match garbagecollector::GarbageCollector::new(
             own_client(opts, &client).await,
@@ -613,6 +641,9 @@ mod tests {
         assert!(!enabled(&v(&["*", "-csrsigning"]), signer::NAME).unwrap());
         assert!(!enabled(&v(&["*", "-nodeipam"]), nodeipam::NAME).unwrap());
         assert!(enabled(&v(&["*", "-nodeipam"]), cleaner::NAME).unwrap());
+        assert!(enabled(&v(&["*"]), disruption::NAME).unwrap());
+        assert!(enabled(&v(&["*"]), resourcequota::NAME).unwrap());
+        assert!(!enabled(&v(&["*", "-disruption-controller"]), disruption::NAME).unwrap());
         let err = enabled(&v(&["*", "bogus"]), replicaset::NAME).unwrap_err();
         assert_eq!(
             err.to_string(),

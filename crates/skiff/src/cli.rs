@@ -600,6 +600,12 @@ pub struct ControllerManagerArgs {
     /// Endpoints in one EndpointSlice (1 to 1000).
     #[arg(long, default_value_t = 100)]
     pub max_endpoints_per_slice: usize,
+    /// ResourceQuotas synced at once.
+    #[arg(long, default_value_t = 5)]
+    pub concurrent_resource_quota_syncs: usize,
+    /// How often every ResourceQuota's usage is recalculated in full.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
+    pub resource_quota_sync_period: Duration,
     /// Address of the HTTPS endpoint (/healthz, /livez, /readyz, /metrics).
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,

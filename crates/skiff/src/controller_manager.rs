@@ -27,6 +27,8 @@ pub async fn run(args: Box<ControllerManagerArgs>) -> anyhow::Result<()> {
         concurrent_endpoint_syncs: args.concurrent_endpoint_syncs,
         concurrent_service_endpoint_syncs: args.concurrent_service_endpoint_syncs,
         max_endpoints_per_slice: args.max_endpoints_per_slice,
+        concurrent_resource_quota_syncs: args.concurrent_resource_quota_syncs,
+        resource_quota_sync_period: args.resource_quota_sync_period,
         leader_elect: args.leader_elect,
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,

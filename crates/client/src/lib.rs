@@ -97,12 +97,17 @@ pub async fn connect(
         path: path.clone(),
         source,
     })?;
-    let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+    let mut config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
         .await
         .map_err(|source| Error::LoadKubeconfig {
             path: path.clone(),
             source,
         })?;
+    // kube retries 429, 503 and 504 answers by default, up to 15 times over minutes,
+    // even without a Retry-After: an eviction refused by a disruption budget would come
+    // back after five minutes. As client-go's callers do, the components retry through
+    // their own work queues and loops instead.
+    config.default_retry = false;
     let bucket = flowcontrol::TokenBucket::from_config(qps, burst);
     if let Some(local) = connector.local() {
         let certificate = in_process::client_certificate(&config, &path)?;

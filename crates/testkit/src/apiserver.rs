@@ -265,10 +265,13 @@ pub fn kubectl_path(minor: u32) -> PathBuf {
 pub async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     let file = kube::config::Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let config =
+    let mut config =
         kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
             .await
             .with_context(|| format!("loading {}", kubeconfig.display()))?;
+    // Tests see the API server's 429s and 503s as they are (kube would retry them for
+    // minutes).
+    config.default_retry = false;
     kube::Client::try_from(config).context("building a kube client")
 }
 

@@ -686,8 +686,18 @@ impl StatefulSetController {
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
         for wanted in claims_for(set, ordinal(pod)).into_values() {
             let name = wanted.metadata.name.unwrap_or_default();
-            let Some(existing) = claims.get(&name) else {
-                continue;
+            // A claim made moments ago may not be in the cache yet; skipping it would
+            // leave the claim of a condemned pod without the owner that deletes it.
+            let fetched;
+            let existing = match claims.get(&name) {
+                Some(existing) => existing,
+                None => match api.get_opt(&name).await? {
+                    Some(claim) => {
+                        fetched = Arc::new(claim);
+                        &fetched
+                    }
+                    None => continue,
+                },
             };
             if has_unexpected_controller(existing, set, pod) {
                 let note = format!(

@@ -484,10 +484,22 @@ async fn parallel_set_creates_at_once_and_deletes_scaled_down_claims() {
         names(m) == ["sts-par-0"]
     })
     .await;
-    let got = wait_objects(&claims, name, "the claim of sts-par-0 alone", |m| {
-        names(m) == ["data-sts-par-0"]
-    })
+    let alone = tokio::time::timeout(
+        WAIT.saturating_sub(Duration::from_secs(2)),
+        wait_objects(&claims, name, "the claim of sts-par-0 alone", |m| {
+            names(m) == ["data-sts-par-0"]
+        }),
+    )
     .await;
+    let Ok(got) = alone else {
+        let now = claims.list(&Default::default()).await.map(|l| l.items);
+        let log = cm.log();
+        let said: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("garbage") || l.contains("sts-par") || l.contains("claim"))
+            .collect();
+        panic!("the scaled-down claims stay: {now:#?}\n{}", said.join("\n"));
+    };
     assert!(got.contains_key("data-sts-par-0"), "log:\n{}", cm.log());
     wait_sts(&sets, name, "1 replica", |s| {
         let st = s.status.clone().unwrap_or_default();

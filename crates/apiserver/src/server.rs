@@ -191,9 +191,11 @@ pub async fn run_with_ready(
     let definitions = tokio::spawn(crate::registry::apiextensions::controller::run(
         state.clone(),
     ));
+    let watches = state.shutting_down.clone();
     serve(listener, tls, app, async move {
         shutdown.await;
         health.shutting_down.store(true, Ordering::Relaxed);
+        watches.cancel();
     })
     .await;
     definitions.abort();

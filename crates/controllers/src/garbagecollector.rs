@@ -365,7 +365,8 @@ impl GarbageCollector {
                 .iter()
                 .filter(|r| !dangling.iter().any(|d| d.uid == r.uid))
                 .collect();
-            let patch = json!({"metadata": {"ownerReferences": keep, "uid": uid}});
+            let patch =
+                json!({"metadata": {"ownerReferences": owner_references(&keep), "uid": uid}});
             api.patch(&node.name, &PatchParams::default(), &Patch::Merge(patch))
                 .await?;
             return Ok(());
@@ -445,7 +446,7 @@ impl GarbageCollector {
             let keep: Vec<&OwnerReference> = node.owners.iter().filter(|r| r.uid != uid).collect();
             let ar = self.resources[node.resource].clone();
             let dep_api = self.api_for(&ar, node.namespace.as_deref());
-            let patch = json!({"metadata": {"ownerReferences": keep}});
+            let patch = json!({"metadata": {"ownerReferences": owner_references(&keep)}});
             match dep_api
                 .patch(&node.name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
@@ -484,6 +485,17 @@ impl GarbageCollector {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// The `ownerReferences` of a merge patch that keeps `keep`: `null` when none is left,
+/// so that the field goes (upstream's `deleteOwnerRefJSONMergePatch` sends a nil list),
+/// rather than an empty list that no upstream writer leaves.
+fn owner_references(keep: &[&OwnerReference]) -> serde_json::Value {
+    if keep.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(keep)
     }
 }
 

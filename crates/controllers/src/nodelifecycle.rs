@@ -382,6 +382,12 @@ impl NodeLifecycleController {
         let name = node.metadata.name.as_deref().unwrap_or("");
         tracing::info!(node = name, taints = ?taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>(), "updating the node's taints");
         let api: Api<Node> = Api::all(self.client.clone());
+        // No taints left: the field goes, as a Go client's omitempty list would.
+        let taints = if taints.is_empty() {
+            serde_json::Value::Null
+        } else {
+            json!(taints)
+        };
         let patch = json!({
             "metadata": {"resourceVersion": node.metadata.resource_version},
             "spec": {"taints": taints},

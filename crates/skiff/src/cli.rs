@@ -43,6 +43,14 @@ pub enum Command {
     Bench(BenchCommand),
 }
 
+impl Command {
+    /// Whether the command runs until it is stopped (a component), rather than doing one
+    /// job and exiting.
+    pub fn is_daemon(&self) -> bool {
+        !matches!(self, Command::Image(_) | Command::Bench(_))
+    }
+}
+
 /// `skiff bench` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -75,6 +83,10 @@ pub struct BenchControllersArgs {
     /// The controller manager's PID, to report its RSS before and after.
     #[arg(long)]
     pub controller_manager_pid: Option<u32>,
+    /// What the RSS lines call the process of --controller-manager-pid (`skiff server`
+    /// when the controller manager runs inside it).
+    #[arg(long, default_value = "controller manager")]
+    pub process_label: String,
 }
 
 /// `skiff bench scheduler` flags.
@@ -390,6 +402,20 @@ pub struct ServerArgs {
     /// and taints it unreachable (the controller manager's flag).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50s")]
     pub node_monitor_grace_period: Duration,
+    /// The controller manager's requests per second to the API server (its
+    /// `--kube-api-qps`; upstream's default 20 creates about 20 pods a second).
+    #[arg(long, value_name = "QPS", default_value_t = 20.0)]
+    pub controller_manager_kube_api_qps: f32,
+    /// The controller manager's burst of requests (its `--kube-api-burst`).
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    pub controller_manager_kube_api_burst: i32,
+    /// The scheduler's requests per second to the API server [default: the
+    /// configuration's, 50].
+    #[arg(long, value_name = "QPS")]
+    pub scheduler_kube_api_qps: Option<f32>,
+    /// The scheduler's burst of requests [default: the configuration's, 100].
+    #[arg(long, value_name = "N")]
+    pub scheduler_kube_api_burst: Option<i32>,
     /// Whether the scheduler, controller manager and kubelet call the API server in
     /// process (no TLS, TCP or HTTP framing; each still as its own certificate's user)
     /// rather than over HTTPS.

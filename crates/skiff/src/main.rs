@@ -8,6 +8,7 @@ mod controller_manager;
 mod image;
 mod kubelet;
 mod runtime;
+mod scavenger;
 mod scheduler;
 mod server;
 mod signals;
@@ -34,6 +35,9 @@ fn main() -> ExitCode {
     init_tracing();
     // rustls-based clients (image pulls) need exactly one process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if cli.command.is_daemon() {
+        scavenger::start();
+    }
 
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -42,6 +42,10 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
         scheduler_secure_port: scheduler_port,
         controller_manager_secure_port: controller_manager_port,
         node_monitor_grace_period,
+        controller_manager_kube_api_qps,
+        controller_manager_kube_api_burst,
+        scheduler_kube_api_qps,
+        scheduler_kube_api_burst,
         in_process_api,
     } = *args;
     let node_name = crate::kubelet::node_name(kubelet.hostname_override.as_deref())?;
@@ -110,6 +114,8 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
     let scheduler = skiff_scheduler::app::Options {
         secure_port: scheduler_port,
         api_connector: connector.clone(),
+        kube_api_qps: scheduler_kube_api_qps,
+        kube_api_burst: scheduler_kube_api_burst,
         ..skiff_scheduler::app::Options::new(files.scheduler)
     };
     let mut tasks = tokio::task::JoinSet::new();
@@ -122,6 +128,8 @@ pub async fn run(args: Box<ServerArgs>) -> anyhow::Result<()> {
     let controllers = skiff_controllers::app::Options {
         secure_port: controller_manager_port,
         api_connector: connector.clone(),
+        kube_api_qps: controller_manager_kube_api_qps,
+        kube_api_burst: controller_manager_kube_api_burst,
         node_monitor: skiff_controllers::nodelifecycle::Timing {
             grace_period: node_monitor_grace_period,
             ..skiff_controllers::nodelifecycle::Timing::default()

@@ -173,7 +173,31 @@ fn serves_kubectl_with_the_generated_kubeconfig() {
     // The PKI is kept across restarts.
     let ca = std::fs::read(data_dir.join("pki/ca.crt")).unwrap();
     let serving = std::fs::read(data_dir.join("pki/apiserver.crt")).unwrap();
+    // A watch open at SIGTERM ends with the stop (upstream's watch termination grace
+    // period of 0): its connection is not what the server waits for.
+    let mut watch = Command::new(KUBECTL)
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["get", "namespaces", "--watch", "-o", "name"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("running kubectl --watch");
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(watch.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.starts_with("namespace/"), "{first:?}");
     assert!(server.terminate().success(), "{}", server.log());
+    assert!(
+        !server.log().contains("closing connections still open"),
+        "the watch kept its connection open until the drain timeout:\n{}",
+        server.log()
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
     drop(server);
     let server = Server::start(&data_dir);
     assert_eq!(std::fs::read(data_dir.join("pki/ca.crt")).unwrap(), ca);

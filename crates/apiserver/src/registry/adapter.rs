@@ -32,13 +32,22 @@ impl<S: Strategy> Adapter<S> {
     }
 
     fn typed(&self, object: &Value) -> Result<S::Object, ApiError> {
-        S::Object::deserialize(object).map_err(|e| {
-            ApiError::bad_request(format!(
-                "unable to decode {} {}: {e}",
-                self.info.api_version(),
-                self.info.kind
-            ))
-        })
+        S::Object::deserialize(object).map_err(|_| self.decode_error(object))
+    }
+
+    /// Why `object` does not decode, with the path of the offending field (`spec.replicas:
+    /// invalid type: string "3", expected i32`; upstream names the Go struct field the
+    /// same way). Decoded a second time, with path tracking, only when the first failed.
+    fn decode_error(&self, object: &Value) -> ApiError {
+        let reason = match serde_path_to_error::deserialize::<_, S::Object>(object) {
+            Err(e) if e.path().iter().next().is_some() => e.to_string(),
+            Err(e) => e.into_inner().to_string(),
+            Ok(_) => "the object changed while it was decoded".to_owned(),
+        };
+        ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: {reason}",
+            self.info.kind, self.info.version, self.info.kind
+        ))
     }
 }
 
@@ -172,6 +181,17 @@ impl<S: Strategy> Kind for Adapter<S> {
 
     fn part_subresources(&self) -> &'static [&'static str] {
         self.strategy.part_subresources()
+    }
+
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) -> Result<(), ApiError> {
+        if !self.strategy.prepares_status_update() {
+            return Ok(());
+        }
+        let mut typed = self.typed(new)?;
+        self.strategy
+            .prepare_for_status_update(&mut typed, &self.typed(old)?);
+        *new = encode(&typed)?;
+        Ok(())
     }
 
     fn prepare_for_part_update(

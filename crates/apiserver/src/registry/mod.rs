@@ -469,6 +469,17 @@ pub trait Strategy: Send + Sync + 'static {
         &[]
     }
 
+    /// Whether [`Strategy::prepare_for_status_update`] does anything (`/status` writes of
+    /// the other kinds skip decoding the object for it). Default: false.
+    fn prepares_status_update(&self) -> bool {
+        false
+    }
+
+    /// The PrepareForUpdate of `/status` (upstream's status strategy), given `new` with
+    /// the request's status on the stored object and the stored `old`. Called only when
+    /// [`Strategy::prepares_status_update`]. Default: nothing.
+    fn prepare_for_status_update(&self, _new: &mut Self::Object, _old: &Self::Object) {}
+
     /// The PrepareForUpdate of part subresource `subresource`: `new` (the object the
     /// client sent) becomes `old` with only what the subresource may change taken from
     /// `new`. Metadata is the REST layer's (upstream's `ResetObjectMetaForStatus`).
@@ -650,6 +661,10 @@ pub trait Kind: Send + Sync {
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Result<Vec<String>, ApiError>;
     /// See [`Strategy::part_subresources`].
     fn part_subresources(&self) -> &'static [&'static str];
+    /// See [`Strategy::prepare_for_status_update`]. Default: nothing.
+    fn prepare_for_status_update(&self, _new: &mut Value, _old: &Value) -> Result<(), ApiError> {
+        Ok(())
+    }
     /// See [`Strategy::prepare_for_part_update`].
     fn prepare_for_part_update(
         &self,

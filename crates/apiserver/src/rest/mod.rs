@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use skiff_api::schema::Schemas;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::ClusterConfig;
 use crate::registry::{LiveRegistry, Registry};
@@ -64,6 +65,10 @@ pub struct State {
     /// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK (upstream: about
     /// a minute).
     pub bookmark_interval: Duration,
+    /// Cancelled when the server begins to shut down: open watches end then, as
+    /// upstream's do (its `ShutdownWatchTerminationGracePeriod` defaults to 0), so that
+    /// the connections carrying them can close at once rather than at the drain timeout.
+    pub shutting_down: CancellationToken,
 }
 
 impl State {
@@ -76,6 +81,7 @@ impl State {
             config,
             schemas,
             bookmark_interval: Duration::from_secs(60),
+            shutting_down: CancellationToken::new(),
         }
     }
 }

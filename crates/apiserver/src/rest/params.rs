@@ -69,7 +69,12 @@ impl Params {
                     params.resource_version_match = Some(value).filter(|v| !v.is_empty())
                 }
                 "timeoutSeconds" => params.timeout_seconds = Some(parse_number(&key, &value)?),
-                "limit" => params.limit = parse_number(&key, &value)?,
+                // An int64, as upstream's; zero or less means no limit (its stores
+                // paginate only for `Limit > 0`).
+                "limit" => {
+                    let limit: i64 = parse_number(&key, &value)?;
+                    params.limit = usize::try_from(limit).unwrap_or(0);
+                }
                 "continue" => params.continue_token = Some(value).filter(|v| !v.is_empty()),
                 "labelSelector" => params.label_selector = Some(value).filter(|v| !v.is_empty()),
                 "fieldSelector" => params.field_selector = Some(value).filter(|v| !v.is_empty()),
@@ -169,6 +174,7 @@ mod tests {
     #[test]
     fn bad_values_are_400() {
         assert_eq!(Params::parse(Some("limit=x")).unwrap_err().code, 400);
+        assert_eq!(Params::parse(Some("limit=-1")).unwrap().limit, 0);
         assert_eq!(Params::parse(Some("dryRun=Some")).unwrap_err().code, 400);
         assert_eq!(Params::parse(Some("watch=maybe")).unwrap_err().code, 400);
     }

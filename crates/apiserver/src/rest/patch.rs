@@ -52,7 +52,25 @@ pub fn schemas(registry: &Registry) -> Schemas {
     for kind in registry.kinds() {
         kind.json_schema(&mut generator);
     }
-    Schemas::new(generator.take_definitions(true))
+    let mut definitions = generator.take_definitions(true);
+    // Patches and field ownership read only the structure: the documentation (most of
+    // the definitions' size; the OpenAPI documents render their own) is not kept.
+    definitions.values_mut().for_each(drop_descriptions);
+    Schemas::new(definitions)
+}
+
+/// Removes every `description` keyword of a schema.
+fn drop_descriptions(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.get("description").is_some_and(Value::is_string) {
+                map.remove("description");
+            }
+            map.values_mut().for_each(drop_descriptions);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_descriptions),
+        _ => {}
+    }
 }
 
 /// Applies `document` of `patch_type` to `target`, an object of OpenAPI type

@@ -517,6 +517,7 @@ impl<'a> Store<'a> {
                 );
                 *new = self.track_fields(Some(old), updated);
                 self.kind.default(new)?;
+                self.kind.prepare_for_status_update(new, old)?;
             }
             Target::Part(subresource) => {
                 self.kind.default(new)?;

@@ -64,15 +64,23 @@ pub async fn serve(call: Call) -> Result<Response, ApiError> {
     };
     let call_format = call.output.format;
     let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let shutting_down = call.state.shutting_down.clone();
     tokio::spawn(async move {
         let watch = Watch {
             call: &call,
             predicate,
             tx: &tx,
         };
-        if let Err(e) = watch.run(from, Instant::now() + timeout).await {
-            let frame = event_frame(call.output.format, "ERROR", &e.status_json());
-            let _ = tx.send(frame).await;
+        tokio::select! {
+            result = watch.run(from, Instant::now() + timeout) => {
+                if let Err(e) = result {
+                    let frame = event_frame(call.output.format, "ERROR", &e.status_json());
+                    let _ = tx.send(frame).await;
+                }
+            }
+            // The server stops: the stream ends, and clients watch again elsewhere or
+            // after the restart.
+            () = shutting_down.cancelled() => {}
         }
     });
     let body =

@@ -72,14 +72,11 @@ pub async fn run(args: BenchControllersArgs) -> anyhow::Result<()> {
     result.and(cleaned)
 }
 
-fn print_rss(what: &str, pid: Option<u32>) {
+fn print_rss(label: &str, what: &str, pid: Option<u32>) {
     if let Some(pid) = pid {
         match rss_kib(pid) {
-            Some(kib) => println!(
-                "controller manager RSS {what}: {:.1} MiB",
-                kib as f64 / 1024.0
-            ),
-            None => println!("controller manager RSS: pid {pid} not readable"),
+            Some(kib) => println!("{label} RSS {what}: {:.1} MiB", kib as f64 / 1024.0),
+            None => println!("{label} RSS: pid {pid} not readable"),
         }
     }
 }
@@ -102,7 +99,7 @@ async fn measure(
         args.nodes,
         started.elapsed().as_secs_f64()
     );
-    print_rss("idle", args.controller_manager_pid);
+    print_rss(&args.process_label, "idle", args.controller_manager_pid);
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns_name);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns_name);
@@ -187,11 +184,15 @@ async fn measure(
     );
     if let Some(d) = exist {
         println!(
-            "pod creation by the controller manager: {:.0} pods/s",
+            "pod creation: {:.0} pods/s",
             total as f64 / d.as_secs_f64().max(1e-9)
         );
     }
-    print_rss(&format!("with {total} pods"), args.controller_manager_pid);
+    print_rss(
+        &args.process_label,
+        &format!("with {total} pods"),
+        args.controller_manager_pid,
+    );
     Ok(())
 }
 

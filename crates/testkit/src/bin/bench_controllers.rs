@@ -1,7 +1,7 @@
 //! Controller manager and `skiff server` benchmark.
 //!
 //! `skiff-bench-controllers --skiff PATH [--replicas 1000] [--nodes 100]
-//! [--qps 20,5000] [--skip-server] [--log-dir DIR]` measures:
+//! [--qps 20,5000] [--server-qps 5000] [--skip-server] [--log-dir DIR]` measures:
 //!
 //! - **`skiff server`**: from spawning it (a fresh data directory, the busybox test image
 //!   in a local registry) until a watch sees its Node Ready, and then until a Deployment
@@ -15,6 +15,11 @@
 //!   upstream's default 20), and `skiff bench controllers`, which creates the nodes,
 //!   plays their kubelets and prints when all pods exist, are bound and available, and
 //!   the controller manager's RSS idle and with the pods.
+//! - **The same Deployment in `skiff server`**, once per `--server-qps` value: the
+//!   controller manager and the scheduler inside the server call the API server in
+//!   process (`--controller-manager-kube-api-qps <qps>`, the scheduler at 5,000); the
+//!   server's own node is cordoned so that every pod goes to a fake node. The RSS lines
+//!   are the whole server's.
 //!
 //! Everything it starts is stopped at exit, also on error.
 
@@ -26,7 +31,7 @@ use anyhow::{Context, bail};
 use futures::TryStreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node as NodeObject, Pod};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 use skiff_testkit::{
@@ -42,6 +47,7 @@ struct Args {
     replicas: usize,
     nodes: usize,
     qps: Vec<u32>,
+    server_qps: Vec<u32>,
     server: bool,
     log_dir: Option<PathBuf>,
 }
@@ -52,6 +58,7 @@ fn parse_args() -> anyhow::Result<Args> {
         replicas: 1000,
         nodes: 100,
         qps: vec![20, 5000],
+        server_qps: vec![5000],
         server: true,
         log_dir: None,
     };
@@ -63,22 +70,27 @@ fn parse_args() -> anyhow::Result<Args> {
             "--skiff" => skiff = Some(PathBuf::from(value()?)),
             "--replicas" => args.replicas = value()?.parse().context("--replicas: a number")?,
             "--nodes" => args.nodes = value()?.parse().context("--nodes: a number")?,
-            "--qps" => {
-                args.qps = value()?
-                    .split(',')
-                    .map(|q| q.parse().context("--qps takes numbers"))
-                    .collect::<anyhow::Result<_>>()?;
-            }
+            "--qps" => args.qps = numbers(&value()?).context("--qps")?,
+            "--server-qps" => args.server_qps = numbers(&value()?).context("--server-qps")?,
             "--skip-server" => args.server = false,
             "--log-dir" => args.log_dir = Some(PathBuf::from(value()?)),
             other => bail!(
                 "unknown argument {other}; usage: skiff-bench-controllers --skiff PATH \
-                 [--replicas 1000] [--nodes 100] [--qps 20,5000] [--skip-server] [--log-dir DIR]"
+                 [--replicas 1000] [--nodes 100] [--qps 20,5000] [--server-qps 5000] \
+                 [--skip-server] [--log-dir DIR]"
             ),
         }
     }
     args.skiff = skiff.context("--skiff PATH is required")?;
     Ok(args)
+}
+
+/// A comma-separated list of numbers; empty for none.
+fn numbers(list: &str) -> anyhow::Result<Vec<u32>> {
+    list.split(',')
+        .filter(|q| !q.is_empty())
+        .map(|q| q.parse().with_context(|| format!("{q:?} is not a number")))
+        .collect()
 }
 
 fn main() {
@@ -98,6 +110,9 @@ fn run() -> anyhow::Result<()> {
     }
     for &qps in &args.qps {
         scale(&args, qps)?;
+    }
+    for &qps in &args.server_qps {
+        scale_in_server(&args, &rt, qps)?;
     }
     Ok(())
 }
@@ -232,6 +247,66 @@ fn scale(args: &Args, qps: u32) -> anyhow::Result<()> {
             "skiff bench controllers failed ({status}); controller manager log (tail):\n{}",
             cm.log_tail()
         );
+    }
+    Ok(())
+}
+
+/// The Deployment of `--replicas` on fake nodes in `skiff server`, its controller
+/// manager at `qps`; the server's own node is cordoned.
+fn scale_in_server(args: &Args, rt: &tokio::runtime::Runtime, qps: u32) -> anyhow::Result<()> {
+    let burst = if qps == 20 { 30 } else { qps + qps / 2 };
+    let node = Node::start_server(NodeOptions {
+        skiff_bin: args.skiff.clone(),
+        extra_args: vec![
+            format!("--controller-manager-kube-api-qps={qps}"),
+            format!("--controller-manager-kube-api-burst={burst}"),
+            "--scheduler-kube-api-qps=5000".to_owned(),
+            "--scheduler-kube-api-burst=5000".to_owned(),
+        ],
+        runtime: NodeRuntime::Embedded,
+    })?;
+    let kubeconfig = node.kubeconfig().context("the server's kubeconfig")?;
+    let name = node.node_name();
+    rt.block_on(async {
+        let client = skiff_testkit::apiserver::client_for(&kubeconfig).await?;
+        let nodes: Api<NodeObject> = Api::all(client);
+        let registered = |n: &NodeObject| n.metadata.name.as_deref() == Some(name.as_str());
+        wait(
+            watcher::watcher(nodes.clone(), watcher::Config::default()),
+            registered,
+        )
+        .await?;
+        let cordon = json!({"spec": {"unschedulable": true}});
+        nodes
+            .patch(&name, &PatchParams::default(), &Patch::Merge(cordon))
+            .await?;
+        anyhow::Ok(())
+    })
+    .context("cordoning the server's node")?;
+    let pid = node.pid().context("skiff server is not running")?;
+    println!();
+    println!(
+        "skiff server, controller manager with --kube-api-qps {qps} --kube-api-burst {burst} \
+         (in process):"
+    );
+    let status = Command::new(&args.skiff)
+        .args(["bench", "controllers", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--nodes", &args.nodes.to_string()])
+        .args(["--replicas", &args.replicas.to_string()])
+        .args(["--controller-manager-pid", &pid.to_string()])
+        .args(["--process-label", "skiff server"])
+        .status()
+        .context("running skiff bench controllers")?;
+    if let Some(dir) = &args.log_dir {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join(format!("server-qps{qps}.log")), node.log())?;
+    }
+    if !status.success() {
+        bail!("skiff bench controllers failed against skiff server ({status})");
+    }
+    if let Err(e) = node.wait_clean(STEP_TIMEOUT) {
+        eprintln!("the node is not clean: {e:#}");
     }
     Ok(())
 }

@@ -65,19 +65,11 @@ fn approve(current: &Value, requested: &Value, name: &str) -> Result<Value, ApiE
     };
     let old = decode(current)?;
     let wanted = decode(requested)?;
-    let now = Time(printers::now());
-    let mut conditions = wanted.status.and_then(|s| s.conditions).unwrap_or_default();
-    for condition in &mut conditions {
-        condition
-            .last_update_time
-            .get_or_insert_with(|| now.clone());
-        condition
-            .last_transition_time
-            .get_or_insert_with(|| now.clone());
-    }
+    let conditions = wanted.status.and_then(|s| s.conditions).unwrap_or_default();
     let mut new = old.clone();
     new.status.get_or_insert_with(Default::default).conditions =
         (!conditions.is_empty()).then_some(conditions);
+    super::populate_condition_timestamps(&mut new, &old, Time(printers::now()));
     let errors = certificates::validate_approval_update(&new, &old);
     if !errors.is_empty() {
         return Err(ApiError::invalid(

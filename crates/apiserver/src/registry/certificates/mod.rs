@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 use skiff_api::certificates;
 use skiff_api::field::ErrorList;
@@ -24,6 +25,36 @@ pub fn add(registry: &mut Registry) {
 /// `csr`; cluster-scoped; status and approval subresources; field selector
 /// `spec.signerName`.
 pub struct CertificateSigningRequests;
+
+/// Fills the empty timestamps of `new`'s conditions (upstream
+/// `populateConditionTimestamps`): `lastUpdateTime` is `now`; `lastTransitionTime` is the
+/// stored condition's of the same type and status if there is one, else `now`.
+fn populate_condition_timestamps(
+    new: &mut CertificateSigningRequest,
+    old: &CertificateSigningRequest,
+    now: Time,
+) {
+    let old_conditions = old
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let Some(conditions) = new.status.as_mut().and_then(|s| s.conditions.as_mut()) else {
+        return;
+    };
+    for condition in conditions {
+        condition
+            .last_update_time
+            .get_or_insert_with(|| now.clone());
+        if condition.last_transition_time.is_none() {
+            let kept = old_conditions
+                .iter()
+                .find(|c| c.type_ == condition.type_ && c.status == condition.status)
+                .and_then(|c| c.last_transition_time.clone());
+            condition.last_transition_time = Some(kept.unwrap_or_else(|| now.clone()));
+        }
+    }
+}
 
 /// The Condition cell: Denied, Approved or Pending, then `,Failed` and `,Issued`.
 fn condition_cell(csr: &CertificateSigningRequest) -> String {
@@ -82,6 +113,20 @@ impl Strategy for CertificateSigningRequests {
         old: &CertificateSigningRequest,
     ) {
         new.spec = old.spec.clone();
+    }
+
+    fn prepares_status_update(&self) -> bool {
+        true
+    }
+
+    /// Condition timestamps the writer left empty are filled in (the signer's `Failed`
+    /// condition carries only `lastUpdateTime`).
+    fn prepare_for_status_update(
+        &self,
+        new: &mut CertificateSigningRequest,
+        old: &CertificateSigningRequest,
+    ) {
+        populate_condition_timestamps(new, old, Time(printers::now()));
     }
 
     fn validate(&self, object: &CertificateSigningRequest) -> ErrorList {
@@ -194,6 +239,38 @@ mod tests {
                 json!("24h"),
                 json!("Approved,Issued"),
             ]
+        );
+    }
+
+    #[test]
+    fn condition_timestamps_are_filled_and_transitions_kept() {
+        let csr = |conditions: Value| -> CertificateSigningRequest {
+            serde_json::from_value(json!({
+                "metadata": {"name": "c"},
+                "spec": {"request": "", "signerName": "example.com/s"},
+                "status": {"conditions": conditions},
+            }))
+            .unwrap()
+        };
+        let old = csr(json!([{"type": "Approved", "status": "True",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]));
+        let mut new = csr(json!([
+            {"type": "Approved", "status": "True"},
+            {"type": "Failed", "status": "True", "lastUpdateTime": "2026-02-01T00:00:00Z"},
+        ]));
+        let now: Time = serde_json::from_value(json!("2026-03-01T00:00:00Z")).unwrap();
+        populate_condition_timestamps(&mut new, &old, now);
+        let got = serde_json::to_value(&new.status.unwrap().conditions).unwrap();
+        assert_eq!(
+            got,
+            json!([
+                {"type": "Approved", "status": "True",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    "lastUpdateTime": "2026-03-01T00:00:00Z"},
+                {"type": "Failed", "status": "True",
+                    "lastTransitionTime": "2026-03-01T00:00:00Z",
+                    "lastUpdateTime": "2026-02-01T00:00:00Z"},
+            ])
         );
     }
 }

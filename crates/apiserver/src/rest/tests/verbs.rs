@@ -577,6 +577,19 @@ async fn bad_input_is_rejected_and_nothing_is_stored() {
     let too_large = send(&app, "POST", CMS, &huge).await;
     assert_eq!(too_large.status, StatusCode::PAYLOAD_TOO_LARGE);
 
+    let mistyped = send(
+        &app,
+        "POST",
+        CMS,
+        r#"{"metadata":{"name":"t"},"data":{"k":3}}"#,
+    )
+    .await;
+    assert_eq!(mistyped.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        mistyped.body["message"],
+        r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: data.k: invalid type: integer `3`, expected a string"#
+    );
+
     let unknown = r#"{"metadata":{"name":"u"},"data":{"k":"v"},"spec":{"foo":1}}"#;
     let strict = send(
         &app,

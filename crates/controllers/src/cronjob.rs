@@ -39,7 +39,9 @@ use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::{controller_of, controller_ref, resolve_controller_ref, run_workers};
+use crate::controller_utils::{
+    controller_of, controller_ref, resolve_controller_ref, run_controller,
+};
 
 /// The controller's name (`--controllers`, the events' reporting controller).
 pub const NAME: &str = "cronjob-controller";
@@ -723,18 +725,15 @@ impl CronJobController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-cron-job-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.cron_jobs.wait_for_sync().await;
-                self.jobs.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.cron_jobs, &*self.jobs],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 

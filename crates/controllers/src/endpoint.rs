@@ -46,7 +46,7 @@ use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::run_workers;
+use crate::controller_utils::{run_workers, wait_for_cache_sync};
 
 /// The controller's name (`--controllers`, the events' reporting controller).
 pub const NAME: &str = "endpoints-controller";
@@ -135,13 +135,8 @@ impl EndpointsController {
     /// no controller ran, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-endpoint-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.services.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-                self.endpoints.wait_for_sync().await;
-            } => {}
+        if !wait_for_cache_sync(&cancel, &[&*self.services, &*self.pods, &*self.endpoints]).await {
+            return;
         }
         for ep in self.endpoints.store().list() {
             if is_managed(&ep.metadata) {

@@ -42,7 +42,7 @@ use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::{controller_ref, run_workers};
+use crate::controller_utils::{controller_ref, run_controller};
 use crate::endpoint::{
     LABEL_HEADLESS, STALE_RETRY, TriggerTimeTracker, find_port, format_time, is_service_ip_set,
     namespace_terminating, pod_ips, pod_reference, service_selector, services_to_update,
@@ -165,20 +165,15 @@ impl EndpointSliceController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-service-endpoint-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.services.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-                self.nodes.wait_for_sync().await;
-                self.slices.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.services, &*self.pods, &*self.nodes, &*self.slices],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 

@@ -30,7 +30,7 @@ use crate::Error;
 use crate::controller_utils::{
     BURST_REPLICAS, Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_of,
     controller_ref, pod_from_template, pod_key, pods_to_delete, resolve_controller_ref,
-    run_workers, slow_start_batch,
+    run_controller, slow_start_batch,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -185,18 +185,15 @@ impl ReplicaSetController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-replicaset-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.replica_sets.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.replica_sets, &*self.pods],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 

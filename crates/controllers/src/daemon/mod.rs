@@ -56,7 +56,7 @@ use self::util::{
 use crate::Error;
 use crate::controller_utils::{
     Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_of, controller_ref,
-    pod_from_template, pod_key, resolve_controller_ref, run_workers, slow_start_batch,
+    pod_from_template, pod_key, resolve_controller_ref, run_controller, slow_start_batch,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -485,20 +485,20 @@ impl DaemonSetController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-daemonset-syncs`, default 2).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.daemon_sets.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-                self.nodes.wait_for_sync().await;
-                self.revisions.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[
+                &*self.daemon_sets,
+                &*self.pods,
+                &*self.nodes,
+                &*self.revisions,
+            ],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 

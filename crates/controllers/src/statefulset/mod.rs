@@ -57,7 +57,7 @@ use self::utils::{
 };
 use crate::Error;
 use crate::controller_utils::{
-    Expectations, Owner, claim, controller_of, pod_key, resolve_controller_ref, run_workers,
+    Expectations, Owner, claim, controller_of, pod_key, resolve_controller_ref, run_controller,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -329,20 +329,15 @@ impl StatefulSetController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-statefulset-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.sets.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-                self.revisions.wait_for_sync().await;
-                self.claims.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.sets, &*self.pods, &*self.revisions, &*self.claims],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 

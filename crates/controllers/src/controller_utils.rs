@@ -1,8 +1,8 @@
 //! What the workload controllers share (upstream `pkg/controller/controller_utils.go`
 //! and `controller_ref_manager.go`): expectations, pods made from a template, adoption
 //! and release of pods by their controller reference, the order in which surplus pods
-//! are deleted, slow-start batches, and the start of a controller: the wait for its
-//! informers' caches and the worker loop.
+//! are deleted, slow-start batches, status writes retried once on a conflict, and the
+//! start of a controller: the wait for its informers' caches and the worker loop.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use skiff_api::core::pod::conditions::{is_pod_ready, pod_phase, ready_condition};
@@ -511,6 +512,49 @@ pub fn pods_to_delete<'a>(
         ranked.sort_by(|a, b| deletion_order(*a, *b, now));
     }
     ranked.into_iter().take(count).map(|(p, _)| p).collect()
+}
+
+/// Writes the status `set_status` gives `obj` through the `status` subresource; on a
+/// conflict (the cache was behind: a scale, a label) once more on the object read afresh,
+/// unless it was replaced meanwhile (another UID). The object as written. Upstream's
+/// status writers retry the same way, each its own: `updateReplicaSetStatus` and
+/// `storeDaemonSetStatus` (`statusUpdateRetries`), `updateStatefulSetStatus`, the
+/// CronJob controller's `UpdateStatus`.
+pub async fn update_status_retrying<K>(
+    client: &kube::Client,
+    obj: &K,
+    set_status: impl Fn(&mut K),
+) -> Result<K, Error>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let meta = obj.meta();
+    let ns = meta.namespace.as_deref().unwrap_or("");
+    let name = meta.name.as_deref().unwrap_or("");
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let mut updated = obj.clone();
+    set_status(&mut updated);
+    match api
+        .replace_status(name, &PostParams::default(), &updated)
+        .await
+    {
+        Ok(written) => Ok(written),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let mut fresh = api.get(name).await?;
+            if fresh.meta().uid != meta.uid {
+                return Err(Error::Invalid(format!("{ns}/{name} was replaced")));
+            }
+            set_status(&mut fresh);
+            Ok(api
+                .replace_status(name, &PostParams::default(), &fresh)
+                .await?)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// What a successful sync asks of the work queue (controller-runtime's

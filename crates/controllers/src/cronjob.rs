@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::controller_utils::{
-    controller_of, controller_ref, resolve_controller_ref, run_controller,
+    controller_of, controller_ref, resolve_controller_ref, run_controller, update_status_retrying,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -950,28 +950,8 @@ impl CronJobController {
     /// Writes `status` (upstream `UpdateStatus`), retrying once on a conflict with the
     /// CronJob as it is now.
     async fn update_status(&self, cj: &CronJob, status: CronJobStatus) -> Result<(), Error> {
-        let ns = cj.metadata.namespace.as_deref().unwrap_or("");
-        let name = cj.metadata.name.as_deref().unwrap_or("");
-        let api: Api<CronJob> = Api::namespaced(self.client.clone(), ns);
-        let mut updated = cj.clone();
-        updated.status = Some(status.clone());
-        match api
-            .replace_status(name, &PostParams::default(), &updated)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                let mut fresh = api.get(name).await?;
-                if fresh.metadata.uid != cj.metadata.uid {
-                    return Err(Error::Invalid(format!("{ns}/{name} was replaced")));
-                }
-                fresh.status = Some(status);
-                api.replace_status(name, &PostParams::default(), &fresh)
-                    .await?;
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
+        update_status_retrying(&self.client, cj, |cj| cj.status = Some(status.clone())).await?;
+        Ok(())
     }
 }
 

@@ -58,6 +58,7 @@ use self::utils::{
 use crate::Error;
 use crate::controller_utils::{
     Expectations, Owner, claim, controller_of, pod_key, resolve_controller_ref, run_controller,
+    update_status_retrying,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -776,31 +777,17 @@ impl StatefulSetController {
         if !status_differs(set.status.as_ref(), &status) {
             return Ok(());
         }
-        let (ns, name) = names(&set.metadata);
-        let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), ns);
-        let mut updated = set.clone();
-        updated.status = Some(status.clone());
-        match api
-            .replace_status(name, &PostParams::default(), &updated)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 409) => {
-                let mut fresh = api.get(name).await?;
-                if fresh.metadata.uid != set.metadata.uid {
-                    return Err(Error::Invalid(format!("{ns}/{name} was replaced")));
-                }
-                let conditions = fresh.status.take().and_then(|s| s.conditions);
-                fresh.status = Some(StatefulSetStatus {
-                    conditions,
-                    ..status
-                });
-                api.replace_status(name, &PostParams::default(), &fresh)
-                    .await?;
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
+        // The set's conditions are kept as they are when it is written (`status` holds
+        // those of `set`).
+        update_status_retrying(&self.client, set, |set| {
+            let conditions = set.status.take().and_then(|s| s.conditions);
+            set.status = Some(StatefulSetStatus {
+                conditions,
+                ..status.clone()
+            });
+        })
+        .await?;
+        Ok(())
     }
 }
 

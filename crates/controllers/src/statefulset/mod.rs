@@ -56,6 +56,7 @@ use self::utils::{
     update_storage,
 };
 use crate::Error;
+use crate::controller_history::sort_controller_revisions;
 use crate::controller_utils::{
     Expectations, Owner, claim, controller_of, pod_key, resolve_controller_ref, run_controller,
     update_status_retrying,
@@ -396,13 +397,7 @@ impl StatefulSetController {
             .into_iter()
             .map(|r| (*r).clone())
             .collect();
-        revisions.sort_by(|a, b| {
-            (a.revision, &a.metadata.creation_timestamp, &a.metadata.name).cmp(&(
-                b.revision,
-                &b.metadata.creation_timestamp,
-                &b.metadata.name,
-            ))
-        });
+        sort_controller_revisions(&mut revisions);
         let candidates = self
             .pods
             .store()

@@ -19,6 +19,7 @@ pub mod deployment;
 pub mod disruption;
 pub mod endpoint;
 pub mod endpointslice;
+pub(crate) mod endpointslice_util;
 pub mod error;
 pub mod garbagecollector;
 pub mod job;

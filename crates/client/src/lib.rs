@@ -115,19 +115,21 @@ pub async fn connect(
             .service(&certificate)
             .map_err(|why| Error::InProcess { path, why })?;
         let builder = kube::client::ClientBuilder::new(service, config.default_namespace);
-        return Ok(match bucket {
-            Some(bucket) => builder
-                .with_layer(&flowcontrol::RateLimitLayer::new(bucket))
-                .build(),
-            None => builder.build(),
-        });
+        return Ok(rate_limited(builder, bucket).build());
     }
     let builder = kube::client::ClientBuilder::try_from(config)
         .map_err(|source| Error::Build { path, source })?;
-    Ok(match bucket {
-        Some(bucket) => builder
-            .with_layer(&flowcontrol::RateLimitLayer::new(bucket))
-            .build(),
-        None => builder.build(),
-    })
+    Ok(rate_limited(builder, bucket).build())
+}
+
+/// The client's requests each wait for a token of `bucket`, if there is one (client-go's
+/// `rest.Config` QPS and Burst, its `flowcontrol.RateLimiter`); without one they go
+/// through as they are.
+fn rate_limited<S>(
+    builder: kube::client::ClientBuilder<S>,
+    bucket: Option<std::sync::Arc<flowcontrol::TokenBucket>>,
+) -> kube::client::ClientBuilder<tower::util::Either<flowcontrol::RateLimit<S>, S>> {
+    builder.with_layer(&tower::util::option_layer(
+        bucket.map(flowcontrol::RateLimitLayer::new),
+    ))
 }

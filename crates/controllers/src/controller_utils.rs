@@ -1,11 +1,13 @@
 //! What the workload controllers share (upstream `pkg/controller/controller_utils.go`
 //! and `controller_ref_manager.go`): expectations, pods made from a template, adoption
 //! and release of pods by their controller reference, the order in which surplus pods
-//! are deleted, slow-start batches, and the worker loop.
+//! are deleted, slow-start batches, status writes retried once on a conflict, and the
+//! start of a controller: the wait for its informers' caches and the worker loop.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -14,12 +16,13 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use skiff_api::core::pod::conditions::{is_pod_ready, pod_phase, ready_condition};
 use skiff_api::selector::LabelSelector;
-use skiff_client::cache::Store;
+use skiff_client::cache::{SharedInformer, Store, Watchable};
 use skiff_client::workqueue::WorkQueue;
 use tokio_util::sync::CancellationToken;
 
@@ -511,10 +514,132 @@ pub fn pods_to_delete<'a>(
     ranked.into_iter().take(count).map(|(p, _)| p).collect()
 }
 
+/// Writes the status `set_status` gives `obj` through the `status` subresource; on a
+/// conflict (the cache was behind: a scale, a label) once more on the object read afresh,
+/// unless it was replaced meanwhile (another UID). The object as written. Upstream's
+/// status writers retry the same way, each its own: `updateReplicaSetStatus` and
+/// `storeDaemonSetStatus` (`statusUpdateRetries`), `updateStatefulSetStatus`, the
+/// CronJob controller's `UpdateStatus`.
+pub async fn update_status_retrying<K>(
+    client: &kube::Client,
+    obj: &K,
+    set_status: impl Fn(&mut K),
+) -> Result<K, Error>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let meta = obj.meta();
+    let ns = meta.namespace.as_deref().unwrap_or("");
+    let name = meta.name.as_deref().unwrap_or("");
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let mut updated = obj.clone();
+    set_status(&mut updated);
+    match api
+        .replace_status(name, &PostParams::default(), &updated)
+        .await
+    {
+        Ok(written) => Ok(written),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let mut fresh = api.get(name).await?;
+            if fresh.meta().uid != meta.uid {
+                return Err(Error::Invalid(format!("{ns}/{name} was replaced")));
+            }
+            set_status(&mut fresh);
+            Ok(api
+                .replace_status(name, &PostParams::default(), &fresh)
+                .await?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What a successful sync asks of the work queue (controller-runtime's
+/// `reconcile.Result`; upstream's workers call `queue.AddAfter` for it, as the namespace
+/// controller's `workerFunc` does with the deleter's estimate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Requeue {
+    /// Nothing: the key comes back when an event queues it again.
+    #[default]
+    Done,
+    /// Look at the key again after the delay, without counting it as a failure.
+    After(Duration),
+}
+
+impl From<()> for Requeue {
+    fn from((): ()) -> Self {
+        Requeue::Done
+    }
+}
+
+/// An informer whose first LIST can be awaited (upstream `cache.InformerSynced`).
+pub trait InformerSynced: Send + Sync {
+    /// Resolves once the informer's cache has synced.
+    fn synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
+impl<K: Watchable> InformerSynced for SharedInformer<K> {
+    fn synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.wait_for_sync())
+    }
+}
+
+/// Waits until every one of `informers` has synced (upstream
+/// `cache.WaitForNamedCacheSync`). False when `cancel` came first: the controller must
+/// not start.
+pub async fn wait_for_cache_sync(
+    cancel: &CancellationToken,
+    informers: &[&dyn InformerSynced],
+) -> bool {
+    tokio::select! {
+        () = cancel.cancelled() => false,
+        () = async {
+            for informer in informers {
+                informer.synced().await;
+            }
+        } => true,
+    }
+}
+
+/// A controller's `Run` (upstream's shape: `WaitForNamedCacheSync` over its informers,
+/// then `wait.UntilWithContext(worker)` for each of `workers` workers): waits for
+/// `informers`, then syncs the keys of `queue` with `sync(this, key)` through
+/// [`run_workers`] until `cancel`. Returns at once if `cancel` comes before the caches
+/// synced.
+pub async fn run_controller<T, S, Fut, R>(
+    name: &'static str,
+    informers: &[&dyn InformerSynced],
+    queue: &Arc<WorkQueue<String>>,
+    workers: usize,
+    cancel: CancellationToken,
+    this: &Arc<T>,
+    sync: S,
+) where
+    T: Send + Sync + 'static,
+    S: Fn(Arc<T>, String) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, Error>> + Send,
+    R: Into<Requeue>,
+{
+    if !wait_for_cache_sync(&cancel, informers).await {
+        return;
+    }
+    let this = Arc::clone(this);
+    run_workers(name, Arc::clone(queue), workers, cancel, move |key| {
+        sync(Arc::clone(&this), key)
+    })
+    .await;
+}
+
 /// Runs `workers` workers over `queue` until `cancel` (upstream `Run` with
-/// `wait.UntilWithContext(worker)`): each takes a key, syncs it, forgets its failures on
-/// success and re-adds it with backoff on failure. The queue is shut down at `cancel`.
-pub async fn run_workers<S, Fut>(
+/// `wait.UntilWithContext(worker)` and the usual `processNextWorkItem`): each takes a
+/// key and syncs it; on success the key's failures are forgotten and, for
+/// [`Requeue::After`], the key is queued again after the delay (upstream `AddAfter`); on
+/// failure the key is re-added with backoff. The queue is shut down at `cancel`. A sync
+/// may return `Ok(())` (done) or `Ok(Requeue)`.
+pub async fn run_workers<S, Fut, R>(
     name: &'static str,
     queue: Arc<WorkQueue<String>>,
     workers: usize,
@@ -522,7 +647,8 @@ pub async fn run_workers<S, Fut>(
     sync: S,
 ) where
     S: Fn(String) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), Error>> + Send,
+    Fut: Future<Output = Result<R, Error>> + Send,
+    R: Into<Requeue>,
 {
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..workers.max(1) {
@@ -530,8 +656,12 @@ pub async fn run_workers<S, Fut>(
         let sync = sync.clone();
         tasks.spawn(async move {
             while let Some(key) = queue.get().await {
-                match sync(key.clone()).await {
-                    Ok(()) => queue.forget(&key),
+                match sync(key.clone()).await.map(Into::into) {
+                    Ok(Requeue::Done) => queue.forget(&key),
+                    Ok(Requeue::After(delay)) => {
+                        queue.forget(&key);
+                        queue.add_after(key.clone(), delay);
+                    }
                     Err(e) if e.is_conflict() => {
                         tracing::debug!(controller = name, key, error = %e, "sync conflicted; retrying");
                         queue.add_rate_limited(key.clone());
@@ -619,6 +749,47 @@ mod tests {
         assert_eq!(ok, 6);
         assert_eq!(err.map(|e| e.to_string()).as_deref(), Some("refused"));
         assert_eq!(*n.lock().unwrap(), 7);
+    }
+
+    #[tokio::test]
+    async fn a_sync_may_ask_to_be_looked_at_again_later() {
+        let queue = Arc::new(WorkQueue::new("test"));
+        let cancel = CancellationToken::new();
+        let calls: Arc<Mutex<Vec<Instant>>> = Arc::default();
+        let c = Arc::clone(&calls);
+        let workers = tokio::spawn(run_workers(
+            "test",
+            Arc::clone(&queue),
+            1,
+            cancel.clone(),
+            move |_key| {
+                let c = Arc::clone(&c);
+                async move {
+                    let mut c = c.lock().unwrap();
+                    c.push(Instant::now());
+                    Ok(match c.len() {
+                        1 => Requeue::After(Duration::from_millis(50)),
+                        _ => Requeue::Done,
+                    })
+                }
+            },
+        ));
+        queue.add("ns/a".to_owned());
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while calls.lock().unwrap().len() < 2 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the key came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.cancel();
+        workers.await.unwrap();
+        let calls = calls.lock().unwrap();
+        // Once more after the delay, and not as a failure; then no more.
+        assert_eq!(calls.len(), 2);
+        assert!(calls[1] - calls[0] >= Duration::from_millis(50));
+        assert_eq!(queue.num_requeues(&"ns/a".to_owned()), 0);
     }
 
     fn pod(name: &str, node: &str, phase: &str, ready_at: Option<&str>) -> Pod {

@@ -39,7 +39,9 @@ use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::{controller_of, controller_ref, resolve_controller_ref, run_workers};
+use crate::controller_utils::{
+    controller_of, controller_ref, resolve_controller_ref, run_controller, update_status_retrying,
+};
 
 /// The controller's name (`--controllers`, the events' reporting controller).
 pub const NAME: &str = "cronjob-controller";
@@ -723,18 +725,15 @@ impl CronJobController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-cron-job-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.cron_jobs.wait_for_sync().await;
-                self.jobs.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.cron_jobs, &*self.jobs],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 
@@ -951,28 +950,8 @@ impl CronJobController {
     /// Writes `status` (upstream `UpdateStatus`), retrying once on a conflict with the
     /// CronJob as it is now.
     async fn update_status(&self, cj: &CronJob, status: CronJobStatus) -> Result<(), Error> {
-        let ns = cj.metadata.namespace.as_deref().unwrap_or("");
-        let name = cj.metadata.name.as_deref().unwrap_or("");
-        let api: Api<CronJob> = Api::namespaced(self.client.clone(), ns);
-        let mut updated = cj.clone();
-        updated.status = Some(status.clone());
-        match api
-            .replace_status(name, &PostParams::default(), &updated)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                let mut fresh = api.get(name).await?;
-                if fresh.metadata.uid != cj.metadata.uid {
-                    return Err(Error::Invalid(format!("{ns}/{name} was replaced")));
-                }
-                fresh.status = Some(status);
-                api.replace_status(name, &PostParams::default(), &fresh)
-                    .await?;
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
+        update_status_retrying(&self.client, cj, |cj| cj.status = Some(status.clone())).await?;
+        Ok(())
     }
 }
 

@@ -47,7 +47,7 @@ use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::{controller_of, run_workers};
+use crate::controller_utils::{controller_of, run_controller};
 
 /// The controller's name (`--controllers`, the events' reporting controller).
 pub const NAME: &str = "disruption-controller";
@@ -171,22 +171,22 @@ impl DisruptionController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (upstream runs one; there is no flag).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.budgets.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-                self.replica_sets.wait_for_sync().await;
-                self.deployments.wait_for_sync().await;
-                self.stateful_sets.wait_for_sync().await;
-                self.controllers.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[
+                &*self.budgets,
+                &*self.pods,
+                &*self.replica_sets,
+                &*self.deployments,
+                &*self.stateful_sets,
+                &*self.controllers,
+            ],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 

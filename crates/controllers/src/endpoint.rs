@@ -1,5 +1,6 @@
 //! The Endpoints controller (upstream `pkg/controller/endpoint/endpoints_controller.go`,
-//! with `pkg/api/v1/endpoints` and the shared helpers of `k8s.io/endpointslice/util`):
+//! with `pkg/api/v1/endpoints` and the shared helpers of `k8s.io/endpointslice/util`,
+//! here partly `endpointslice_util`):
 //! every Service with a selector gets an Endpoints object of the same name listing the
 //! pods the selector matches.
 //!
@@ -26,7 +27,7 @@
 //! left by a deleted Service are removed; here only those labelled as managed by this
 //! controller are, so that an Endpoints written by hand without a Service survives.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -39,14 +40,16 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use skiff_api::core::pod::conditions::{is_pod_ready, pod_phase, ready_condition};
-use skiff_api::selector::LabelSelector;
-use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, Store, object_key};
+use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
 use skiff_client::events::EventRecorder;
 use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::run_workers;
+use crate::controller_utils::{run_workers, wait_for_cache_sync};
+use crate::endpointslice_util::{
+    pod_ips, queue_service_and_pod_changes, selected_pods, service_selector,
+};
 
 /// The controller's name (`--controllers`, the events' reporting controller).
 pub const NAME: &str = "endpoints-controller";
@@ -100,19 +103,7 @@ impl EndpointsController {
         let services = factory.informer::<Service>();
         let pods = factory.informer::<Pod>();
         let endpoints = factory.informer::<Endpoints>();
-        let q = Arc::clone(&queue);
-        services.add_event_handler(Box::new(move |d| match d {
-            Delta::Added(s) | Delta::Updated(_, s) | Delta::Deleted(s) => {
-                q.add(object_key(s.as_ref()));
-            }
-        }));
-        let q = Arc::clone(&queue);
-        let store = Arc::clone(services.store());
-        pods.add_event_handler(Box::new(move |d| {
-            for key in services_to_update(&store, d) {
-                q.add(key);
-            }
-        }));
+        queue_service_and_pod_changes(&services, &pods, &queue);
         let q = Arc::clone(&queue);
         endpoints.add_event_handler(Box::new(move |d| {
             if let Delta::Deleted(ep) = d {
@@ -135,13 +126,8 @@ impl EndpointsController {
     /// no controller ran, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-endpoint-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.services.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-                self.endpoints.wait_for_sync().await;
-            } => {}
+        if !wait_for_cache_sync(&cancel, &[&*self.services, &*self.pods, &*self.endpoints]).await {
+            return;
         }
         for ep in self.endpoints.store().list() {
             if is_managed(&ep.metadata) {
@@ -180,16 +166,7 @@ impl EndpointsController {
         let Some(selector) = service_selector(&service) else {
             return Ok(());
         };
-        let pods: Vec<Arc<Pod>> = self
-            .pods
-            .store()
-            .list()
-            .into_iter()
-            .filter(|p| {
-                p.metadata.namespace.as_deref() == Some(ns)
-                    && selector.matches(p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
-            })
-            .collect();
+        let pods = selected_pods(self.pods.store(), ns, &selector);
         let current = self.endpoints.store().get(key);
         // Before the trigger time is computed (which moves the tracker on), so that a
         // sync put off for a stale cache keeps its trigger time for the retry.
@@ -306,13 +283,6 @@ pub(crate) fn endpoints_labels(service: &Service) -> BTreeMap<String, String> {
     labels
 }
 
-/// The Service's selector as a label selector; None when it has none (an empty selector
-/// is none too: the API server stores `{}` as absent), which selects no pods.
-pub(crate) fn service_selector(service: &Service) -> Option<LabelSelector> {
-    let selector = service.spec.as_ref()?.selector.as_ref()?;
-    (!selector.is_empty()).then(|| LabelSelector::from_labels(selector))
-}
-
 /// True when the Service has a cluster IP (not headless; upstream `IsServiceIPSet`).
 pub(crate) fn is_service_ip_set(service: &Service) -> bool {
     let ip = service
@@ -391,29 +361,6 @@ pub fn find_port(pod: &Pod, port: &ServicePort) -> Option<i32> {
 /// True when `ip` parses as an IPv6 address.
 pub(crate) fn is_ipv6(ip: &str) -> bool {
     ip.parse::<IpAddr>().is_ok_and(|ip| ip.is_ipv6())
-}
-
-/// The pod's IPs: `status.podIPs`, else `status.podIP`.
-pub(crate) fn pod_ips(pod: &Pod) -> Vec<String> {
-    let Some(status) = pod.status.as_ref() else {
-        return Vec::new();
-    };
-    let ips: Vec<String> = status
-        .pod_ips
-        .iter()
-        .flatten()
-        .map(|p| p.ip.clone())
-        .filter(|ip| !ip.is_empty())
-        .collect();
-    if !ips.is_empty() {
-        return ips;
-    }
-    status
-        .pod_ip
-        .iter()
-        .filter(|ip| !ip.is_empty())
-        .cloned()
-        .collect()
 }
 
 /// A reference to the pod (kind, namespace, name, UID), as endpoints carry it.
@@ -696,80 +643,6 @@ pub fn truncate_subsets(mut subsets: Vec<EndpointSubset>) -> (Vec<EndpointSubset
         }
     }
     (subsets, true)
-}
-
-/// The Services of the pod's namespace whose selector matches `labels` (upstream
-/// `getServicesForPod`).
-fn services_for_labels(
-    services: &Store<Service>,
-    ns: &str,
-    labels: &BTreeMap<String, String>,
-) -> BTreeSet<String> {
-    services
-        .list()
-        .into_iter()
-        .filter(|s| s.metadata.namespace.as_deref() == Some(ns))
-        .filter(|s| service_selector(s).is_some_and(|sel| sel.matches(labels)))
-        .map(|s| object_key(s.as_ref()))
-        .collect()
-}
-
-/// Whether a pod change may change its endpoints, and whether it may change which
-/// Services select it (upstream `podEndpointsChanged`; a change of phase counts too, so
-/// that a pod that ends leaves at once).
-fn pod_endpoints_changed(old: &Pod, new: &Pod) -> (bool, bool) {
-    let host = |p: &Pod| {
-        let s = p.spec.as_ref();
-        (
-            s.and_then(|s| s.hostname.clone()),
-            s.and_then(|s| s.subdomain.clone()),
-        )
-    };
-    let labels_changed = old.metadata.labels != new.metadata.labels || host(old) != host(new);
-    let pod_changed = old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
-        || is_pod_ready(old) != is_pod_ready(new)
-        || pod_phase(old) != pod_phase(new)
-        || pod_ips(old) != pod_ips(new);
-    (pod_changed, labels_changed)
-}
-
-/// The keys of the Services a pod change concerns (upstream
-/// `GetServicesToUpdateOnPodChange`): those selecting the pod on add and delete; on
-/// update, none if nothing relevant changed, else those selecting it now and, if its
-/// labels changed, those that selected it before (only those gained or lost when the
-/// pod itself did not change).
-pub(crate) fn services_to_update(services: &Store<Service>, delta: &Delta<Pod>) -> Vec<String> {
-    let labels = |p: &Pod| p.metadata.labels.clone().unwrap_or_default();
-    match delta {
-        Delta::Added(pod) | Delta::Deleted(pod) => {
-            let ns = pod.metadata.namespace.as_deref().unwrap_or("");
-            services_for_labels(services, ns, &labels(pod))
-                .into_iter()
-                .collect()
-        }
-        Delta::Updated(old, new) => {
-            if old.metadata.resource_version == new.metadata.resource_version {
-                return Vec::new();
-            }
-            let (pod_changed, labels_changed) = pod_endpoints_changed(old, new);
-            let ns = new.metadata.namespace.as_deref().unwrap_or("");
-            if !labels_changed {
-                if !pod_changed {
-                    return Vec::new();
-                }
-                return services_for_labels(services, ns, &labels(new))
-                    .into_iter()
-                    .collect();
-            }
-            let now = services_for_labels(services, ns, &labels(new));
-            let before = services_for_labels(services, ns, &labels(old));
-            if pod_changed {
-                now.union(&before).cloned().collect()
-            } else {
-                now.symmetric_difference(&before).cloned().collect()
-            }
-        }
-    }
 }
 
 /// What the tracker remembers of a Service.
@@ -1143,33 +1016,6 @@ pub(crate) mod tests {
         let (small, truncated) = truncate_subsets(subsets[1..].to_vec());
         assert!(!truncated);
         assert_eq!(small, subsets[1..]);
-    }
-
-    #[test]
-    fn pod_updates_queue_the_services_concerned() {
-        let store = Store::<Service>::default();
-        let svc = service(json!([{"port": 80}]));
-        store.insert(object_key(&svc), Arc::new(svc));
-        let old = pod("a", "10.0.0.1", false);
-        let mut same = old.clone();
-        same.metadata.resource_version = Some("2".to_owned());
-        same.metadata.annotations = Some(BTreeMap::from([("x".to_owned(), "y".to_owned())]));
-        let upd = |o: &Pod, n: &Pod| Delta::Updated(Arc::new(o.clone()), Arc::new(n.clone()));
-        assert!(services_to_update(&store, &upd(&old, &same)).is_empty());
-        let mut ready = same.clone();
-        ready.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "True".to_owned();
-        assert_eq!(services_to_update(&store, &upd(&old, &ready)), ["ns/web"]);
-        let mut relabelled = same.clone();
-        relabelled.metadata.labels = Some(BTreeMap::new());
-        assert_eq!(
-            services_to_update(&store, &upd(&old, &relabelled)),
-            ["ns/web"]
-        );
-        let added = Delta::Added(Arc::new(old.clone()));
-        assert_eq!(services_to_update(&store, &added), ["ns/web"]);
-        let mut other_ns = old;
-        other_ns.metadata.namespace = Some("other".to_owned());
-        assert!(services_to_update(&store, &Delta::Added(Arc::new(other_ns))).is_empty());
     }
 
     #[test]

@@ -36,17 +36,19 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use skiff_api::core::pod::conditions::is_pod_ready;
-use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
+use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory};
 use skiff_client::events::{EventDetails, EventRecorder, reference};
 use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::{controller_ref, run_workers};
+use crate::controller_utils::{controller_ref, run_controller};
 use crate::endpoint::{
     LABEL_HEADLESS, STALE_RETRY, TriggerTimeTracker, find_port, format_time, is_service_ip_set,
-    namespace_terminating, pod_ips, pod_reference, service_selector, services_to_update,
-    should_pod_be_in_endpoints, should_set_hostname,
+    namespace_terminating, pod_reference, should_pod_be_in_endpoints, should_set_hostname,
+};
+use crate::endpointslice_util::{
+    pod_ips, queue_service_and_pod_changes, selected_pods, service_selector,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -105,19 +107,7 @@ impl EndpointSliceController {
         let nodes = factory.informer::<Node>();
         let slices = factory.informer::<EndpointSlice>();
         let tracker = Arc::new(SliceTracker::default());
-        let q = Arc::clone(&queue);
-        services.add_event_handler(Box::new(move |d| match d {
-            Delta::Added(s) | Delta::Updated(_, s) | Delta::Deleted(s) => {
-                q.add(object_key(s.as_ref()));
-            }
-        }));
-        let q = Arc::clone(&queue);
-        let store = Arc::clone(services.store());
-        pods.add_event_handler(Box::new(move |d| {
-            for key in services_to_update(&store, d) {
-                q.add(key);
-            }
-        }));
+        queue_service_and_pod_changes(&services, &pods, &queue);
         let q = Arc::clone(&queue);
         let t = Arc::clone(&tracker);
         slices.add_event_handler(Box::new(move |d| {
@@ -165,20 +155,15 @@ impl EndpointSliceController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-service-endpoint-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.services.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-                self.nodes.wait_for_sync().await;
-                self.slices.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.services, &*self.pods, &*self.nodes, &*self.slices],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 
@@ -198,16 +183,7 @@ impl EndpointSliceController {
         let Some(selector) = service_selector(&service) else {
             return Ok(());
         };
-        let pods: Vec<Arc<Pod>> = self
-            .pods
-            .store()
-            .list()
-            .into_iter()
-            .filter(|p| {
-                p.metadata.namespace.as_deref() == Some(ns)
-                    && selector.matches(p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
-            })
-            .collect();
+        let pods = selected_pods(self.pods.store(), ns, &selector);
         let slices: Vec<Arc<EndpointSlice>> = self
             .slices
             .store()

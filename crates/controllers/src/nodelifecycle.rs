@@ -44,6 +44,7 @@ use skiff_client::events::{EventDetails, EventRecorder, reference};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::controller_utils::wait_for_cache_sync;
 
 /// The controller's name (`--controllers`).
 pub const NAME: &str = "node-lifecycle-controller";
@@ -251,13 +252,8 @@ impl NodeLifecycleController {
     /// Waits for the informers, then checks Nodes every monitor period and evicts every
     /// second, until `cancel`.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.nodes.wait_for_sync().await;
-                self.leases.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-            } => {}
+        if !wait_for_cache_sync(&cancel, &[&*self.nodes, &*self.leases, &*self.pods]).await {
+            return;
         }
         let mut monitor = tokio::time::interval(self.timing.monitor_period);
         let mut evict = tokio::time::interval(Duration::from_secs(1));

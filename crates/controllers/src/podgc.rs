@@ -20,6 +20,7 @@ use skiff_client::cache::{SharedInformer, SharedInformerFactory};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::controller_utils::wait_for_cache_sync;
 
 /// The controller's name (`--controllers`).
 pub const NAME: &str = "pod-garbage-collector-controller";
@@ -103,12 +104,8 @@ impl PodGc {
 
     /// Waits for the informers, then collects every 20 s until `cancel`.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.pods.wait_for_sync().await;
-                self.nodes.wait_for_sync().await;
-            } => {}
+        if !wait_for_cache_sync(&cancel, &[&*self.pods, &*self.nodes]).await {
+            return;
         }
         let mut tick = tokio::time::interval(GC_CHECK_PERIOD);
         loop {

@@ -30,7 +30,7 @@ use crate::Error;
 use crate::controller_utils::{
     BURST_REPLICAS, Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_of,
     controller_ref, pod_from_template, pod_key, pods_to_delete, resolve_controller_ref,
-    run_workers, slow_start_batch,
+    run_controller, slow_start_batch, update_status_retrying,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -185,18 +185,15 @@ impl ReplicaSetController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-replicaset-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.replica_sets.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.replica_sets, &*self.pods],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 
@@ -381,31 +378,13 @@ impl ReplicaSetController {
         if rs.status.as_ref() == Some(&status) {
             return Ok(Arc::clone(rs));
         }
-        let ns = rs.metadata.namespace.as_deref().unwrap_or("");
-        let name = rs.metadata.name.as_deref().unwrap_or("");
-        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
-        let mut updated = (**rs).clone();
-        updated.status = Some(status.clone());
-        match api
-            .replace_status(name, &PostParams::default(), &updated)
-            .await
-        {
-            Ok(written) => Ok(Arc::new(written)),
-            // The cache was behind (a scale, a label): one retry on the object as it is
-            // now, as upstream's statusUpdateRetries.
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                let mut fresh = api.get(name).await?;
-                if fresh.metadata.uid != rs.metadata.uid {
-                    return Err(Error::Invalid(format!("{ns}/{name} was replaced")));
-                }
-                fresh.status = Some(status);
-                let written = api
-                    .replace_status(name, &PostParams::default(), &fresh)
-                    .await?;
-                Ok(Arc::new(written))
-            }
-            Err(e) => Err(e.into()),
-        }
+        // The cache may be behind (a scale, a label): one retry on the object as it is
+        // now, as upstream's statusUpdateRetries.
+        let written = update_status_retrying(&self.client, &**rs, |rs| {
+            rs.status = Some(status.clone());
+        })
+        .await?;
+        Ok(Arc::new(written))
     }
 }
 

@@ -13,7 +13,7 @@ use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::run_workers;
+use crate::controller_utils::run_controller;
 
 /// The controller's name (`--controllers`).
 pub const NAME: &str = "root-ca-certificate-publisher-controller";
@@ -82,18 +82,15 @@ impl Publisher {
 
     /// Waits for the informers, then syncs with one worker until `cancel`.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.namespaces.wait_for_sync().await;
-                self.config_maps.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), 1, cancel, move |ns| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&ns).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.namespaces, &*self.config_maps],
+            &self.queue,
+            1,
+            cancel,
+            &self,
+            |this, ns| async move { this.sync(&ns).await },
+        )
         .await;
     }
 

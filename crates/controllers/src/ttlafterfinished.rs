@@ -20,7 +20,7 @@ use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::run_workers;
+use crate::controller_utils::run_controller;
 use crate::job::is_job_finished as is_finished;
 
 /// The controller's name (`--controllers`).
@@ -136,15 +136,15 @@ impl TtlAfterFinishedController {
     /// Waits for the informer, then works with `workers` workers until `cancel`
     /// (`--concurrent-ttl-after-finished-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = self.jobs.wait_for_sync() => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.process_job(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.jobs],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.process_job(&key).await },
+        )
         .await;
     }
 

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{APPROVED, DENIED, FAILED, is_issued};
 use crate::Error;
+use crate::controller_utils::wait_for_cache_sync;
 
 /// The controller's name (`--controllers`; upstream's alias `csrcleaner`).
 pub const NAME: &str = "certificatesigningrequest-cleaner-controller";
@@ -141,9 +142,8 @@ impl CsrCleaner {
 
     /// Waits for the informer, then checks every request each hour until `cancel`.
     pub async fn run(self, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = self.requests.wait_for_sync() => {}
+        if !wait_for_cache_sync(&cancel, &[&*self.requests]).await {
+            return;
         }
         loop {
             self.clean_once().await;

@@ -26,7 +26,7 @@ use x509_parser::pem::Pem;
 use x509_parser::prelude::{FromDer, X509CertificationRequest};
 
 use crate::Error;
-use crate::controller_utils::run_workers;
+use crate::controller_utils::{run_workers, wait_for_cache_sync};
 
 /// Signer of kubelet client certificates (`system:node:<name>` in `system:nodes`).
 pub const KUBE_APISERVER_CLIENT_KUBELET_SIGNER: &str =
@@ -276,9 +276,8 @@ impl<H: CsrHandler> CertificateController<H> {
 
     /// Waits for the informer, then syncs with `workers` workers until `cancel`.
     pub(crate) async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = self.requests.wait_for_sync() => {}
+        if !wait_for_cache_sync(&cancel, &[&*self.requests]).await {
+            return;
         }
         tracing::info!(controller = self.name, "starting certificate controller");
         let this = Arc::clone(&self);

@@ -56,7 +56,8 @@ use self::util::{
 use crate::Error;
 use crate::controller_utils::{
     Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_of, controller_ref,
-    pod_from_template, pod_key, resolve_controller_ref, run_workers, slow_start_batch,
+    pod_from_template, pod_key, resolve_controller_ref, run_controller, slow_start_batch,
+    update_status_retrying,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -485,20 +486,20 @@ impl DaemonSetController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-daemonset-syncs`, default 2).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.daemon_sets.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-                self.nodes.wait_for_sync().await;
-                self.revisions.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[
+                &*self.daemon_sets,
+                &*self.pods,
+                &*self.nodes,
+                &*self.revisions,
+            ],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 
@@ -825,28 +826,12 @@ impl DaemonSetController {
         if ds.status.as_ref() == Some(&status) {
             return Ok(());
         }
-        let ns = ds.metadata.namespace.as_deref().unwrap_or("");
-        let name = ds.metadata.name.as_deref().unwrap_or("");
-        let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), ns);
-        let mut updated = ds.clone();
-        updated.status = Some(status);
-        match api
-            .replace_status(name, &PostParams::default(), &updated)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                let mut fresh = api.get(name).await?;
-                if fresh.metadata.uid != ds.metadata.uid {
-                    return Err(Error::Invalid(format!("{ns}/{name} was replaced")));
-                }
-                fresh.status = Some(with_counts(fresh.status.take(), counts, generation));
-                api.replace_status(name, &PostParams::default(), &fresh)
-                    .await?;
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
+        // The counts are applied to the status the DaemonSet has when it is written.
+        update_status_retrying(&self.client, ds, |ds| {
+            ds.status = Some(with_counts(ds.status.take(), counts, generation));
+        })
+        .await?;
+        Ok(())
     }
 }
 

@@ -1,7 +1,7 @@
 //! A DaemonSet's revisions and rolling updates (upstream
-//! `pkg/controller/daemon/update.go`): each template the DaemonSet had is a
-//! ControllerRevision named `<daemonset>-<hash>`, whose data is the patch that puts the
-//! template back; pods carry the hash of their revision. RollingUpdate replaces the pods
+//! `pkg/controller/daemon/update.go`, over [`crate::controller_history`]): each template
+//! the DaemonSet had is a ControllerRevision named `<daemonset>-<hash>`, whose data is
+//! the patch that puts the template back; pods carry the hash of their revision. RollingUpdate replaces the pods
 //! of older revisions within maxUnavailable, or, with maxSurge, starts the new pod
 //! beside the old one and deletes the old one once the new one is available.
 
@@ -10,25 +10,22 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use skiff_api::core::pod::conditions::is_pod_available;
 use skiff_api::selector::LabelSelector;
 
 use super::util::{
-    REVISION_HASH_LABEL, is_pod_updated, node_should_run, revision_matches, revision_patch,
-    surge_count, template_generation, unavailable_count,
+    REVISION_HASH_LABEL, is_pod_updated, node_should_run, revision_matches, surge_count,
+    template_generation, unavailable_count,
 };
 use super::{DaemonSetController, NodePods};
 use crate::Error;
-use crate::controller_utils::controller_ref;
+use crate::controller_history::{
+    DEFAULT_REVISION_HISTORY_LIMIT, Parent, create_or_existing, delete_controller_revisions,
+};
 use crate::deployment::util::compute_hash;
-
-/// The revisions a DaemonSet keeps when `revisionHistoryLimit` is unset.
-const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
 
 /// What a rolling update step does: the pods to delete and the nodes to create a pod on.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -344,12 +341,7 @@ impl DaemonSetController {
                     Err(e) => return Err(e.into()),
                 }
             }
-            let name = dup.metadata.name.as_deref().unwrap_or("");
-            match revisions.delete(name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+            delete_controller_revisions(&revisions, [&dup]).await?;
         }
         Ok(keep)
     }
@@ -363,35 +355,21 @@ impl DaemonSetController {
         let ds_name = ds.metadata.name.clone().unwrap_or_default();
         let collisions = ds.status.as_ref().and_then(|s| s.collision_count);
         let hash = compute_hash(&ds.spec.template, collisions);
+        // Upstream's `ds.Name + "-" + hash`, not `ControllerRevisionName`.
         let name = format!("{ds_name}-{hash}");
-        let mut labels = ds
-            .spec
-            .template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.labels.clone())
-            .unwrap_or_default();
-        labels.insert(REVISION_HASH_LABEL.to_owned(), hash);
-        let history = ControllerRevision {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(ns.clone()),
-                labels: Some(labels),
-                annotations: ds.metadata.annotations.clone(),
-                owner_references: Some(vec![controller_ref(&ds.metadata, "apps/v1", "DaemonSet")]),
-                ..Default::default()
-            },
-            data: RawExtension(revision_patch(ds)),
-            revision: Some(revision),
+        let parent = Parent {
+            meta: &ds.metadata,
+            api_version: "apps/v1",
+            kind: "DaemonSet",
+            template: &ds.spec.template,
+            hash_label: REVISION_HASH_LABEL,
         };
+        let history = parent.new_revision(name.clone(), hash, revision);
         let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &ns);
-        match api.create(&PostParams::default(), &history).await {
-            Ok(created) => Ok(created),
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                let existing = api.get(&name).await?;
-                if revision_matches(ds, &existing) {
-                    return Ok(existing);
-                }
+        match create_or_existing(&api, &history).await? {
+            Some(revision) => Ok(revision),
+            // A hash collision.
+            None => {
                 let sets: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
                 let mut fresh = sets.get(&ds_name).await?;
                 let fresh_count = fresh.status.as_ref().and_then(|s| s.collision_count);
@@ -411,7 +389,6 @@ impl DaemonSetController {
                      bumped collisionCount"
                 )))
             }
-            Err(e) => Err(e.into()),
         }
     }
 
@@ -427,7 +404,7 @@ impl DaemonSetController {
             .spec
             .revision_history_limit
             .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT);
-        let mut excess = old
+        let excess = old
             .len()
             .saturating_sub(usize::try_from(limit).unwrap_or(0));
         if excess == 0 {
@@ -449,27 +426,19 @@ impl DaemonSetController {
         old.sort_by_key(|r| r.revision.unwrap_or(0));
         let ns = ds.metadata.namespace.as_deref().unwrap_or("");
         let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), ns);
-        for revision in old {
-            if excess == 0 {
-                break;
-            }
-            let hash = revision
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(REVISION_HASH_LABEL));
-            if hash.is_some_and(|h| live.contains(h)) {
-                continue;
-            }
-            let name = revision.metadata.name.as_deref().unwrap_or("");
-            match api.delete(name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
-            excess -= 1;
-        }
-        Ok(())
+        let unused: Vec<&ControllerRevision> = old
+            .iter()
+            .filter(|r| {
+                let hash = r
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(REVISION_HASH_LABEL));
+                !hash.is_some_and(|h| live.contains(h))
+            })
+            .take(excess)
+            .collect();
+        delete_controller_revisions(&api, unused).await
     }
 }
 

@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::{
     PodSpec, PodTemplateSpec, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde_json::{Value, json};
 use skiff_api::core::scheduling_predicates::taints::{
     TAINT_EFFECT_NO_EXECUTE, TAINT_EFFECT_NO_SCHEDULE,
 };
@@ -23,6 +22,8 @@ use skiff_api::core::scheduling_predicates::{
     find_matching_untolerated_taint, get_required_node_affinity,
 };
 use skiff_api::validation::scaled_value;
+
+use crate::controller_history::revision_patch;
 
 /// The label holding the hash of a pod's (and a ControllerRevision's) revision (upstream
 /// `apps.ControllerRevisionHashLabelKey`, alias `DefaultDaemonSetUniqueLabelKey`).
@@ -334,20 +335,9 @@ pub(crate) fn by_age(a: &Pod, b: &Pod) -> Ordering {
         .then_with(|| a.metadata.name.cmp(&b.metadata.name))
 }
 
-/// The data of a revision of the DaemonSet (upstream `getPatch`): a strategic merge
-/// patch that replaces `spec.template` with the DaemonSet's, which is what
-/// `kubectl rollout undo` applies to go back to it.
-pub(crate) fn revision_patch(ds: &DaemonSet) -> Value {
-    let mut template = serde_json::to_value(&ds.spec.template).unwrap_or_else(|_| json!({}));
-    if let Some(m) = template.as_object_mut() {
-        m.insert("$patch".to_owned(), json!("replace"));
-    }
-    json!({"spec": {"template": template}})
-}
-
 /// True when the revision holds the DaemonSet's template (upstream `Match`).
 pub(crate) fn revision_matches(ds: &DaemonSet, revision: &ControllerRevision) -> bool {
-    revision.data.0 == revision_patch(ds)
+    revision.data.0 == revision_patch(&ds.spec.template)
 }
 
 /// Backoff per DaemonSet and node on deleting failed pods (upstream `failedPodsBackoff`,
@@ -406,6 +396,7 @@ pub(crate) mod tests {
     };
     use k8s_openapi::api::core::v1::{NodeSpec, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use serde_json::json;
 
     use super::*;
 
@@ -715,7 +706,7 @@ pub(crate) mod tests {
     #[test]
     fn revisions_replace_the_template() {
         let ds = daemon_set(PodSpec::default());
-        let patch = revision_patch(&ds);
+        let patch = revision_patch(&ds.spec.template);
         assert_eq!(
             patch.pointer("/spec/template/$patch"),
             Some(&json!("replace"))

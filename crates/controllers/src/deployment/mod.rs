@@ -50,7 +50,7 @@ use self::util::{
 };
 use crate::Error;
 use crate::controller_utils::{
-    Owner, claim, controller_of, controller_ref, resolve_controller_ref, run_workers,
+    Owner, claim, controller_of, controller_ref, resolve_controller_ref, run_controller,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -186,19 +186,15 @@ impl DeploymentController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-deployment-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.deployments.wait_for_sync().await;
-                self.replica_sets.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.deployments, &*self.replica_sets, &*self.pods],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 

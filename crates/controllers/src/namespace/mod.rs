@@ -7,7 +7,6 @@
 pub mod deletion;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory};
@@ -15,6 +14,7 @@ use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::controller_utils::{Requeue, run_controller};
 
 /// The controller's name (`--controllers`).
 pub const NAME: &str = "namespace-controller";
@@ -65,47 +65,31 @@ impl NamespaceController {
     /// Waits for the informer, then deletes with `workers` workers until `cancel`
     /// (`--concurrent-namespace-syncs`, default 10).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = self.namespaces.wait_for_sync() => {}
-        }
-        let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..workers.max(1) {
-            let this = Arc::clone(&self);
-            tasks.spawn(async move { this.worker().await });
-        }
-        cancel.cancelled().await;
-        self.queue.shut_down();
-        while tasks.join_next().await.is_some() {}
+        run_controller(
+            NAME,
+            &[&*self.namespaces],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, name| async move { this.sync(&name).await },
+        )
+        .await;
     }
 
-    /// Upstream `workerFunc`: content left brings the namespace back after the
-    /// deleter's estimate (without counting as a failure); an error after the queue's
-    /// backoff.
-    async fn worker(&self) {
-        while let Some(name) = self.queue.get().await {
-            match self.sync(&name).await {
-                Ok(None) => self.queue.forget(&name),
-                Ok(Some(estimate)) => {
-                    self.queue.forget(&name);
-                    tracing::debug!(namespace = %name, ?estimate, "content remaining; looking again later");
-                    self.queue.add_after(name.clone(), estimate);
-                }
-                Err(e) => {
-                    tracing::warn!(controller = NAME, namespace = %name, error = %e, "deletion failed; retrying");
-                    self.queue.add_rate_limited(name.clone());
-                }
-            }
-            self.queue.done(&name);
-        }
-    }
-
-    /// One deletion step of the namespace `name` (upstream `syncNamespaceFromKey`).
-    /// Returns when to look again, if content is left.
-    async fn sync(&self, name: &str) -> Result<Option<Duration>, Error> {
+    /// One deletion step of the namespace `name` (upstream `syncNamespaceFromKey` and
+    /// `workerFunc`): content left brings the namespace back after the deleter's
+    /// estimate, without counting as a failure; an error after the queue's backoff.
+    async fn sync(&self, name: &str) -> Result<Requeue, Error> {
         if self.namespaces.store().get(name).is_none() {
-            return Ok(None);
+            return Ok(Requeue::Done);
         }
-        self.deleter.delete(name).await
+        Ok(match self.deleter.delete(name).await? {
+            None => Requeue::Done,
+            Some(estimate) => {
+                tracing::debug!(namespace = %name, ?estimate, "content remaining; looking again later");
+                Requeue::After(estimate)
+            }
+        })
     }
 }

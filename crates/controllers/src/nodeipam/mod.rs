@@ -31,7 +31,7 @@ use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::controller_utils::run_workers;
+use crate::controller_utils::{run_workers, wait_for_cache_sync};
 use cidrset::CidrSet;
 
 /// The controller's name (`--controllers`; upstream's alias `nodeipam`).
@@ -308,9 +308,8 @@ impl NodeIpamController {
     /// Waits for the informer, marks the CIDRs of existing Nodes used, then syncs until
     /// `cancel`.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = self.nodes.wait_for_sync() => {}
+        if !wait_for_cache_sync(&cancel, &[&*self.nodes]).await {
+            return;
         }
         for node in self.nodes.store().list() {
             let cidrs = pod_cidrs(&node);

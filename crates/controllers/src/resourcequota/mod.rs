@@ -18,8 +18,6 @@
 pub(crate) mod evaluator;
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,7 +40,7 @@ use self::evaluator::{
     pod_usage, scope_requirements, service_usage,
 };
 use crate::Error;
-use crate::controller_utils::run_workers;
+use crate::controller_utils::{InformerSynced, run_workers, wait_for_cache_sync};
 
 /// The controller's name (`--controllers`).
 pub const NAME: &str = "resourcequota-controller";
@@ -51,11 +49,9 @@ pub const NAME: &str = "resourcequota-controller";
 pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(5 * 60);
 
 /// Objects of one kind counted per namespace from an informer.
-trait Counted: Send + Sync {
+trait Counted: InformerSynced {
     /// The objects in namespace `ns`.
     fn count(&self, ns: &str) -> usize;
-    /// Resolves once the informer has synced.
-    fn wait(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
 impl<K: Watchable> Counted for SharedInformer<K> {
@@ -65,10 +61,6 @@ impl<K: Watchable> Counted for SharedInformer<K> {
             .iter()
             .filter(|o| o.meta().namespace.as_deref() == Some(ns))
             .count()
-    }
-
-    fn wait(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(self.wait_for_sync())
     }
 }
 
@@ -223,14 +215,12 @@ impl ResourceQuotaController {
     /// (`--concurrent-resource-quota-syncs`, default 5) and queues every quota each sync
     /// period, until `cancel`.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.quotas.wait_for_sync().await;
-                for c in self.counted.values() {
-                    c.wait().await;
-                }
-            } => {}
+        let informers: Vec<&dyn InformerSynced> =
+            std::iter::once(&*self.quotas as &dyn InformerSynced)
+                .chain(self.counted.values().map(|c| &**c as &dyn InformerSynced))
+                .collect();
+        if !wait_for_cache_sync(&cancel, &informers).await {
+            return;
         }
         let resync = {
             let this = Arc::clone(&self);

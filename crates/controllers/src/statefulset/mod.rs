@@ -56,8 +56,10 @@ use self::utils::{
     update_storage,
 };
 use crate::Error;
+use crate::controller_history::sort_controller_revisions;
 use crate::controller_utils::{
-    Expectations, Owner, claim, controller_of, pod_key, resolve_controller_ref, run_workers,
+    Expectations, Owner, claim, controller_of, pod_key, resolve_controller_ref, run_controller,
+    update_status_retrying,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -329,20 +331,15 @@ impl StatefulSetController {
     /// Waits for the informers, then syncs with `workers` workers until `cancel`
     /// (`--concurrent-statefulset-syncs`, default 5).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = async {
-                self.sets.wait_for_sync().await;
-                self.pods.wait_for_sync().await;
-                self.revisions.wait_for_sync().await;
-                self.claims.wait_for_sync().await;
-            } => {}
-        }
-        let this = Arc::clone(&self);
-        run_workers(NAME, Arc::clone(&self.queue), workers, cancel, move |key| {
-            let this = Arc::clone(&this);
-            async move { this.sync(&key).await }
-        })
+        run_controller(
+            NAME,
+            &[&*self.sets, &*self.pods, &*self.revisions, &*self.claims],
+            &self.queue,
+            workers,
+            cancel,
+            &self,
+            |this, key| async move { this.sync(&key).await },
+        )
         .await;
     }
 
@@ -400,13 +397,7 @@ impl StatefulSetController {
             .into_iter()
             .map(|r| (*r).clone())
             .collect();
-        revisions.sort_by(|a, b| {
-            (a.revision, &a.metadata.creation_timestamp, &a.metadata.name).cmp(&(
-                b.revision,
-                &b.metadata.creation_timestamp,
-                &b.metadata.name,
-            ))
-        });
+        sort_controller_revisions(&mut revisions);
         let candidates = self
             .pods
             .store()
@@ -781,31 +772,17 @@ impl StatefulSetController {
         if !status_differs(set.status.as_ref(), &status) {
             return Ok(());
         }
-        let (ns, name) = names(&set.metadata);
-        let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), ns);
-        let mut updated = set.clone();
-        updated.status = Some(status.clone());
-        match api
-            .replace_status(name, &PostParams::default(), &updated)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 409) => {
-                let mut fresh = api.get(name).await?;
-                if fresh.metadata.uid != set.metadata.uid {
-                    return Err(Error::Invalid(format!("{ns}/{name} was replaced")));
-                }
-                let conditions = fresh.status.take().and_then(|s| s.conditions);
-                fresh.status = Some(StatefulSetStatus {
-                    conditions,
-                    ..status
-                });
-                api.replace_status(name, &PostParams::default(), &fresh)
-                    .await?;
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
+        // The set's conditions are kept as they are when it is written (`status` holds
+        // those of `set`).
+        update_status_retrying(&self.client, set, |set| {
+            let conditions = set.status.take().and_then(|s| s.conditions);
+            set.status = Some(StatefulSetStatus {
+                conditions,
+                ..status.clone()
+            });
+        })
+        .await?;
+        Ok(())
     }
 }
 

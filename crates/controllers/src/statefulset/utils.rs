@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use serde_json::{Value, json};
 use skiff_api::core::pod::conditions::{is_pod_available, is_pod_ready, pod_phase};
 use skiff_api::validation::scaled_value;
 
@@ -347,16 +346,6 @@ pub(crate) fn max_unavailable(set: &StatefulSet, replicas: i32) -> Result<i32, S
     Ok(scaled_value(value, replicas, false)?.max(1))
 }
 
-/// The data of a revision of `template` (upstream `getPatch`): a strategic merge patch
-/// that replaces the set's `spec.template`, which `kubectl rollout undo` applies.
-pub(crate) fn revision_patch(template: &PodTemplateSpec) -> Value {
-    let mut t = serde_json::to_value(template).unwrap_or_else(|_| json!({}));
-    if let Some(m) = t.as_object_mut() {
-        m.insert("$patch".to_owned(), json!("replace"));
-    }
-    json!({"spec": {"template": t}})
-}
-
 /// The template a revision holds (upstream `ApplyRevision`, for the one field revisions
 /// hold). Errors: the revision's data holds no pod template.
 pub(crate) fn revision_template(revision: &ControllerRevision) -> Result<PodTemplateSpec, String> {
@@ -583,8 +572,10 @@ pub(crate) mod tests {
     };
     use k8s_openapi::api::core::v1::{Container, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use serde_json::json;
 
     use super::*;
+    use crate::controller_history::revision_patch;
 
     pub(crate) fn stateful_set(replicas: i32) -> StatefulSet {
         StatefulSet {

@@ -17,7 +17,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 
-use super::scheduler::{RUN_LABEL, create_node, rand_suffix, rss_kib};
+use super::memory::rss_kib;
+use super::scheduler::{RUN_LABEL, create_node, rand_suffix};
 use crate::cli::BenchControllersArgs;
 
 /// Status patches the simulated kubelets send at once.

@@ -116,20 +116,24 @@ fn processes() -> BTreeMap<u32, Process> {
 
 /// `VmRSS` and `Pss` of `pid` (zeros for a process that is gone).
 pub fn memory_of(pid: u32) -> Memory {
-    let field = |file: &str, name: &str| -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/{file}"))
-            .ok()
-            .and_then(|text| {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(name))
-                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            })
-            .unwrap_or(0)
-    };
     Memory {
-        rss_kib: field("status", "VmRSS:"),
-        pss_kib: field("smaps_rollup", "Pss:"),
+        rss_kib: rss_kib(pid).unwrap_or(0),
+        pss_kib: proc_kib(pid, "smaps_rollup", "Pss:").unwrap_or(0),
     }
+}
+
+/// `VmRSS` of `pid`, in KiB; None for a process that is gone (or a zombie, which has
+/// none).
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    proc_kib(pid, "status", "VmRSS:")
+}
+
+/// The first number of the line of `/proc/<pid>/<file>` that starts with `name`.
+fn proc_kib(pid: u32, file: &str, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
 /// The per-pod processes: those whose command line mentions `dir` (other than

@@ -17,6 +17,7 @@ use kube::api::{
 };
 use serde_json::json;
 
+use super::memory::rss_kib;
 use crate::cli::BenchSchedulerArgs;
 
 /// The label every object of a run carries, with the run's id as value.
@@ -191,16 +192,6 @@ fn report(
         }
     }
     Ok(())
-}
-
-/// VmRSS of `pid`, in KiB.
-pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
 }
 
 /// Watches the namespace's pods and records when each is first seen with a node.

@@ -421,21 +421,19 @@ pub fn deletion_order(a: (&Pod, usize), b: (&Pod, usize), now: Timestamp) -> Ord
         Ordering::Equal => {}
         o => return o,
     }
-    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+    // From here on the order is lexicographic over buckets, so that it is total (Rust's
+    // sort panics on an inconsistent order). Upstream compares two pods ready or created
+    // at different times in one bucket by UID at once, which is not transitive: pods A and
+    // C in one bucket, B with more restarts gave B < A, A < C and C < B.
     if is_pod_ready(pa) && is_pod_ready(pb) {
         let ready_at = |p: &Pod| {
             ready_condition(p)
                 .and_then(|c| c.last_transition_time.as_ref())
                 .map(|t| t.0)
         };
-        let (ta, tb) = (ready_at(pa), ready_at(pb));
-        if ta != tb {
-            let diff = log_rank(ta, now) - log_rank(tb, now);
-            return if diff == 0 {
-                uid(pa).cmp(&uid(pb))
-            } else {
-                diff.cmp(&0)
-            };
+        match log_rank(ready_at(pa), now).cmp(&log_rank(ready_at(pb), now)) {
+            Ordering::Equal => {}
+            o => return o,
         }
     }
     match max_restarts(pb).cmp(&max_restarts(pa)) {
@@ -443,16 +441,12 @@ pub fn deletion_order(a: (&Pod, usize), b: (&Pod, usize), now: Timestamp) -> Ord
         o => return o,
     }
     let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let (ca, cb) = (created(pa), created(pb));
-    if ca != cb {
-        let diff = log_rank(ca, now) - log_rank(cb, now);
-        return if diff == 0 {
-            uid(pa).cmp(&uid(pb))
-        } else {
-            diff.cmp(&0)
-        };
+    match log_rank(created(pa), now).cmp(&log_rank(created(pb), now)) {
+        Ordering::Equal => {}
+        o => return o,
     }
-    Ordering::Equal
+    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+    uid(pa).cmp(&uid(pb))
 }
 
 /// `floor(log2(now - t))` in nanoseconds; -1 for no time or a time not in the past

@@ -212,7 +212,7 @@ fn scale(args: &Args, qps: u32) -> anyhow::Result<()> {
             "--kube-api-burst=5000",
         ],
     )?;
-    let burst = if qps == 20 { 30 } else { qps + qps / 2 };
+    let burst = burst_for(qps);
     let cm = Scheduler::start_controller_manager(
         &args.skiff,
         &api.kubeconfig(),
@@ -225,14 +225,7 @@ fn scale(args: &Args, qps: u32) -> anyhow::Result<()> {
     let pid = cm.pid().context("the controller manager is not running")?;
     println!();
     println!("controller manager with --kube-api-qps {qps} --kube-api-burst {burst}:");
-    let status = Command::new(&args.skiff)
-        .args(["bench", "controllers", "--kubeconfig"])
-        .arg(api.kubeconfig())
-        .args(["--nodes", &args.nodes.to_string()])
-        .args(["--replicas", &args.replicas.to_string()])
-        .args(["--controller-manager-pid", &pid.to_string()])
-        .status()
-        .context("running skiff bench controllers")?;
+    let status = bench_controllers(args, &api.kubeconfig(), pid, "controller manager")?;
     if let Some(dir) = &args.log_dir {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join(format!("qps{qps}-apiserver.log")), api.log())?;
@@ -254,7 +247,7 @@ fn scale(args: &Args, qps: u32) -> anyhow::Result<()> {
 /// The Deployment of `--replicas` on fake nodes in `skiff server`, its controller
 /// manager at `qps`; the server's own node is cordoned.
 fn scale_in_server(args: &Args, rt: &tokio::runtime::Runtime, qps: u32) -> anyhow::Result<()> {
-    let burst = if qps == 20 { 30 } else { qps + qps / 2 };
+    let burst = burst_for(qps);
     let node = Node::start_server(NodeOptions {
         skiff_bin: args.skiff.clone(),
         extra_args: vec![
@@ -289,15 +282,7 @@ fn scale_in_server(args: &Args, rt: &tokio::runtime::Runtime, qps: u32) -> anyho
         "skiff server, controller manager with --kube-api-qps {qps} --kube-api-burst {burst} \
          (in process):"
     );
-    let status = Command::new(&args.skiff)
-        .args(["bench", "controllers", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .args(["--nodes", &args.nodes.to_string()])
-        .args(["--replicas", &args.replicas.to_string()])
-        .args(["--controller-manager-pid", &pid.to_string()])
-        .args(["--process-label", "skiff server"])
-        .status()
-        .context("running skiff bench controllers")?;
+    let status = bench_controllers(args, &kubeconfig, pid, "skiff server")?;
     if let Some(dir) = &args.log_dir {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join(format!("server-qps{qps}.log")), node.log())?;
@@ -309,6 +294,30 @@ fn scale_in_server(args: &Args, rt: &tokio::runtime::Runtime, qps: u32) -> anyho
         eprintln!("the node is not clean: {e:#}");
     }
     Ok(())
+}
+
+/// The client burst that goes with `qps`: upstream's 30 for its default 20, else 1.5 ×.
+fn burst_for(qps: u32) -> u32 {
+    if qps == 20 { 30 } else { qps + qps / 2 }
+}
+
+/// Runs `skiff bench controllers` against the cluster of `kubeconfig`, reporting the RSS
+/// of process `pid` under `label`.
+fn bench_controllers(
+    args: &Args,
+    kubeconfig: &std::path::Path,
+    pid: u32,
+    label: &str,
+) -> anyhow::Result<std::process::ExitStatus> {
+    Command::new(&args.skiff)
+        .args(["bench", "controllers", "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(["--nodes", &args.nodes.to_string()])
+        .args(["--replicas", &args.replicas.to_string()])
+        .args(["--controller-manager-pid", &pid.to_string()])
+        .args(["--process-label", label])
+        .status()
+        .context("running skiff bench controllers")
 }
 
 /// Waits until `done` holds for an object of the watch.

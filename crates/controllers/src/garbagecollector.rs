@@ -180,6 +180,9 @@ impl GarbageCollector {
         let stream = watcher::watcher(api, watcher::Config::default().any_semantic());
         futures::pin_mut!(stream);
         let mut synced = Some(synced);
+        // The uids a (re)list delivered: what it did not deliver was deleted while the
+        // watch was down (upstream's informer turns those into deletes on `Replace`).
+        let mut listed: HashSet<String> = HashSet::new();
         loop {
             let next = tokio::select! {
                 () = cancel.cancelled() => return,
@@ -194,12 +197,31 @@ impl GarbageCollector {
                     if let Some(s) = synced.take() {
                         let _ = s.send(());
                     }
+                    let gone: Vec<String> = self
+                        .lock()
+                        .nodes
+                        .iter()
+                        .filter(|(uid, n)| n.resource == resource && !listed.contains(*uid))
+                        .map(|(uid, _)| uid.clone())
+                        .collect();
+                    listed.clear();
+                    for uid in gone {
+                        self.forget(&uid);
+                    }
                 }
-                Some(Ok(Event::Init)) => {}
-                Some(Ok(Event::InitApply(o) | Event::Apply(o))) => {
-                    self.observe(resource, &o, synced.is_none())
+                Some(Ok(Event::Init)) => listed.clear(),
+                Some(Ok(Event::InitApply(o))) => {
+                    if let Some(uid) = &o.metadata.uid {
+                        listed.insert(uid.clone());
+                    }
+                    self.observe(resource, &o, synced.is_none());
                 }
-                Some(Ok(Event::Delete(o))) => self.forget(&o),
+                Some(Ok(Event::Apply(o))) => self.observe(resource, &o, synced.is_none()),
+                Some(Ok(Event::Delete(o))) => {
+                    if let Some(uid) = &o.metadata.uid {
+                        self.forget(uid);
+                    }
+                }
             }
         }
     }
@@ -252,10 +274,7 @@ impl GarbageCollector {
 
     /// Upstream `processGraphChanges` for a delete: the object's dependents are
     /// checked, and an owner being deleted in the foreground may finish.
-    fn forget(&self, o: &DynamicObject) {
-        let Some(uid) = o.metadata.uid.as_deref() else {
-            return;
-        };
+    fn forget(&self, uid: &str) {
         let mut graph = self.lock();
         let Some(node) = graph.remove(uid) else {
             return;

@@ -15,9 +15,10 @@ use skiff_api::core::pod::conditions::pod_phase;
 
 use super::utils::{
     Claims, Revisions, allows_burst, claim_is_stale, claims_match_retention, claims_missing,
-    identity_matches, in_ordinal_range, is_created, is_rolling_update, is_running_and_available,
-    is_running_and_ready, is_terminating, is_unavailable, max_unavailable, new_versioned_pod,
-    ordinal, pod_name, pod_revision, replicas, start_ordinal, storage_matches,
+    condemned_claims_match_retention, identity_matches, in_ordinal_range, is_created,
+    is_rolling_update, is_running_and_available, is_running_and_ready, is_terminating,
+    is_unavailable, max_unavailable, new_versioned_pod, ordinal, pod_name, pod_revision, replicas,
+    start_ordinal, storage_matches,
 };
 
 /// One thing a sync does, in order.
@@ -222,7 +223,7 @@ pub(crate) fn plan(
     }
 
     for pod in &condemned {
-        if !claims_match_retention(set, pod, claims) {
+        if !condemned_claims_match_retention(set, pod, claims) {
             plan.steps.push(Step::FixClaims(Arc::clone(pod)));
         }
     }
@@ -633,6 +634,11 @@ mod tests {
         let pods = [healthy(&set, 0, "new"), healthy(&set, 1, "new")];
         assert_eq!(
             brief(&run(&set, &pods, &claims)),
+            ["fix web-1", "condemn web-1"]
+        );
+        // A claim the cache has not seen yet is read live before its pod goes.
+        assert_eq!(
+            brief(&run(&set, &pods, &Claims::new())),
             ["fix web-1", "condemn web-1"]
         );
         // A claim still owned by the earlier web-1 holds its re-creation.

@@ -555,6 +555,26 @@ pub(crate) fn claims_match_retention(set: &StatefulSet, pod: &Pod, claims: &Clai
     })
 }
 
+/// For a condemned pod: true when every claim of the pod is in the cache with the owner
+/// references the retention policy wants. Unlike [`claims_match_retention`], a claim
+/// missing from the cache counts as a mismatch when the policy wants any reference: the
+/// pod exists, so its claims were made before it and the cache is behind. The fix step
+/// reads such a claim live; deleting the pod first would leave its claim without the
+/// owner that garbage collects it (upstream `ClaimsMatchRetentionPolicy` skips it).
+pub(crate) fn condemned_claims_match_retention(
+    set: &StatefulSet,
+    pod: &Pod,
+    claims: &Claims,
+) -> bool {
+    let wants_refs = retention(set) != (false, false);
+    claims_for(set, ordinal(pod)).values().all(|c| {
+        match claims.get(c.metadata.name.as_deref().unwrap_or("")) {
+            Some(existing) => claim_owner_up_to_date(existing, set, pod),
+            None => !wants_refs,
+        }
+    })
+}
+
 /// True when a claim of the pod is missing or being deleted (what upstream
 /// `createMissingPersistentVolumeClaims` acts on).
 pub(crate) fn claims_missing(set: &StatefulSet, pod: &Pod, claims: &Claims) -> bool {

@@ -492,7 +492,14 @@ async fn parallel_set_creates_at_once_and_deletes_scaled_down_claims() {
     )
     .await;
     let Ok(got) = alone else {
-        let now = claims.list(&Default::default()).await.map(|l| l.items);
+        let now: Vec<_> = claims
+            .list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.metadata.name, c.metadata.owner_references))
+            .collect();
         let log = cm.log();
         let said: Vec<&str> = log
             .lines()

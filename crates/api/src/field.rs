@@ -167,6 +167,17 @@ impl FieldError {
         )
     }
 
+    /// `field: Too many: <actual>: must have at most <max> items` (upstream `TooMany`).
+    pub fn too_many(field: &Path, actual: usize, max: usize) -> Self {
+        let items = if max == 1 { "item" } else { "items" };
+        Self::new(
+            ErrorType::TooMany,
+            field,
+            Some(actual.into()),
+            format!("must have at most {max} {items}"),
+        )
+    }
+
     /// `field: Internal error: detail`.
     pub fn internal(field: &Path, detail: impl Into<String>) -> Self {
         Self::new(ErrorType::Internal, field, None, detail)

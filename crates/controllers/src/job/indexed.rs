@@ -75,6 +75,16 @@ impl OrderedIntervals {
         Self::from_sorted(set)
     }
 
+    /// The union with `other` (upstream `merge`).
+    pub(crate) fn merge(&self, other: &Self) -> Self {
+        self.with(other.iter())
+    }
+
+    /// The intervals, `(first, last)` inclusive, ascending and apart.
+    pub(crate) fn intervals(&self) -> &[(usize, usize)] {
+        &self.0
+    }
+
     /// Every index, in order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         self.0.iter().flat_map(|&(a, b)| a..=b)
@@ -127,17 +137,18 @@ pub(crate) fn succeeded_indexes(
     (prev, all)
 }
 
-/// The `count` lowest indexes below `completions` that neither succeeded nor have an
-/// active pod (upstream `firstPendingIndexes`).
+/// The `count` lowest indexes below `completions` that are not `finished` (succeeded or,
+/// with `backoffLimitPerIndex`, failed) and have no active pod (upstream
+/// `firstPendingIndexes`).
 pub(crate) fn first_pending_indexes(
-    succeeded: &OrderedIntervals,
+    finished: &OrderedIntervals,
     active: &[std::sync::Arc<Pod>],
     count: usize,
     completions: usize,
 ) -> Vec<usize> {
     let held: BTreeSet<usize> = active.iter().filter_map(|p| completion_index(p)).collect();
     (0..completions)
-        .filter(|ix| !succeeded.has(*ix) && !held.contains(ix))
+        .filter(|ix| !finished.has(*ix) && !held.contains(ix))
         .take(count)
         .collect()
 }
@@ -250,6 +261,12 @@ mod tests {
         assert_eq!(OrderedIntervals::parse("3-4", 10).to_string(), "3,4");
         assert_eq!(OrderedIntervals::parse("", 10).to_string(), "");
         assert_eq!(OrderedIntervals::parse("2-100", 5).to_string(), "2-4");
+        let failed = OrderedIntervals::parse("1,6-7", 10);
+        let merged = s.merge(&failed);
+        assert_eq!(merged.to_string(), "0-7,9");
+        assert_eq!(merged.intervals(), &[(0, 7), (9, 9)]);
+        assert_eq!(merged.total(), 9);
+        assert_eq!(OrderedIntervals::default().merge(&failed), failed);
     }
 
     #[test]

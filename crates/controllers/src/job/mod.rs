@@ -20,17 +20,30 @@
 //!   active pods are deleted, and `Failed` follows once none is terminating; success
 //!   likewise writes `SuccessCriteriaMet` and then `Complete` (reason
 //!   `CompletionsReached`) with `completionTime`.
+//! - **Per index** ([`backoff_limit_per_index`], KEP-3850). With `backoffLimitPerIndex`
+//!   an Indexed Job counts failures per index (pod annotations
+//!   `batch.kubernetes.io/job-index-failure-count` and `...-ignored-failure-count`), backs
+//!   off per index, and marks an index that fails once more than the limit, or matches
+//!   a `FailIndex` rule, in `status.failedIndexes` without running it again. More failed
+//!   indexes than `maxFailedIndexes` fail the Job (`MaxFailedIndexesExceeded`), as does
+//!   the end of every index with some failed (`FailedIndexes`).
+//! - **Success policy** ([`success_policy`], KEP-3998). An Indexed Job whose succeeded
+//!   indexes match a rule of `successPolicy` gets `SuccessCriteriaMet` with reason
+//!   `SuccessPolicy` ("Matched rules at index N"); its remaining pods are deleted and
+//!   `Complete` follows with the same reason.
 //! - **Status**: `active`, `ready`, `terminating`, `succeeded`, `failed`, `startTime`,
-//!   `completedIndexes`, the `Suspended` condition. **Events**: `SuccessfulCreate`,
-//!   `FailedCreate`, `SuccessfulDelete`, `Completed`, `Suspended`, `Resumed`, and the
-//!   failure reason as a Warning.
+//!   `completedIndexes`, `failedIndexes`, the `Suspended` condition. **Events**:
+//!   `SuccessfulCreate`, `FailedCreate`, `SuccessfulDelete`, `Completed`, `Suspended`,
+//!   `Resumed`, and the failure reason as a Warning.
 //!
-//! Not here yet: `backoffLimitPerIndex`/`maxFailedIndexes`/`FailIndex`, `successPolicy`,
-//! and the metrics of `job_controller` (`job_sync_duration_seconds`, ...).
+//! Not here yet: the metrics of `job_controller` (`job_sync_duration_seconds`,
+//! `job_finished_indexes_total`, ...).
 
 mod backoff;
+mod backoff_limit_per_index;
 mod indexed;
 mod pod_failure_policy;
+mod success_policy;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -207,6 +220,29 @@ fn only_replace_failed(job: &Job) -> bool {
         || spec.is_some_and(|s| s.pod_failure_policy.is_some())
 }
 
+/// `backoffLimitPerIndex` of an Indexed Job (upstream `hasBackoffLimitPerIndex`); a
+/// negative value, which validation refuses, reads as 0.
+fn backoff_limit_per_index(job: &Job) -> Option<u32> {
+    let spec = job.spec.as_ref()?;
+    if spec.completion_mode.as_deref() != Some("Indexed") {
+        return None;
+    }
+    spec.backoff_limit_per_index
+        .map(|l| u32::try_from(l).unwrap_or(0))
+}
+
+/// `backoffLimit`, as defaulted when absent: 6, or 2147483647 with
+/// `backoffLimitPerIndex` (upstream `SetDefaults_Job`).
+fn backoff_limit(job: &Job) -> i64 {
+    let spec = job.spec.as_ref();
+    let default = if spec.is_some_and(|s| s.backoff_limit_per_index.is_some()) {
+        i32::MAX
+    } else {
+        6
+    };
+    i64::from(spec.and_then(|s| s.backoff_limit).unwrap_or(default))
+}
+
 /// Whether a pod counts as failed (upstream `isPodFailed`): phase Failed, or deleted
 /// before it succeeded unless only failed pods are replaced.
 fn is_pod_failed(pod: &Pod, job: &Job) -> bool {
@@ -250,6 +286,21 @@ struct SyncCtx {
     new_backoff: BackoffRecord,
     prev_succeeded_indexes: OrderedIntervals,
     succeeded_indexes: OrderedIntervals,
+    /// With `backoffLimitPerIndex`: the failed indexes (upstream `failedIndexes`).
+    failed_indexes: Option<OrderedIntervals>,
+    /// With `backoffLimitPerIndex`: by index, the failed pod whose finalizer stays until
+    /// its replacement exists (upstream `podsWithDelayedDeletionPerIndex`).
+    pods_with_delayed_deletion: HashMap<usize, Arc<Pod>>,
+}
+
+impl SyncCtx {
+    /// The indexes no pod is created for any more: succeeded, and failed ones.
+    fn finished_indexes(&self) -> OrderedIntervals {
+        match &self.failed_indexes {
+            Some(failed) => self.succeeded_indexes.merge(failed),
+            None => self.succeeded_indexes.clone(),
+        }
+    }
 }
 
 /// What the event handlers need, apart from the controller.
@@ -598,6 +649,8 @@ impl JobController {
             finished: None,
             prev_succeeded_indexes: OrderedIntervals::default(),
             succeeded_indexes: OrderedIntervals::default(),
+            failed_indexes: None,
+            pods_with_delayed_deletion: HashMap::new(),
             active_pods,
             pods: pods.clone(),
             job,
@@ -609,7 +662,7 @@ impl JobController {
                 .get_or_insert_with(JobStatus::default)
                 .start_time = Some(Time(now));
         }
-        let backoff_limit = usize::try_from(spec.backoff_limit.unwrap_or(6)).unwrap_or(0);
+        let backoff_limit = backoff_limit(&ctx.job);
         ctx.finished = true_condition(&ctx.job, "SuccessCriteriaMet").cloned();
         if ctx.finished.is_none() {
             if let Some(target) = true_condition(&ctx.job, "FailureTarget") {
@@ -631,7 +684,8 @@ impl JobController {
             }
         }
         if ctx.finished.is_none() {
-            if ctx.failed > backoff_limit || past_backoff_limit_on_failure(&ctx.job, &ctx.pods) {
+            let failed = i64::try_from(ctx.failed).unwrap_or(i64::MAX);
+            if failed > backoff_limit || past_backoff_limit_on_failure(&ctx.job, &ctx.pods) {
                 ctx.finished = Some(new_condition(
                     "FailureTarget",
                     "True",
@@ -664,6 +718,51 @@ impl JobController {
             ctx.succeeded = all.total();
             ctx.prev_succeeded_indexes = prev;
             ctx.succeeded_indexes = all;
+            if let Some(limit) = backoff_limit_per_index(&ctx.job) {
+                let failed = backoff_limit_per_index::failed_indexes(
+                    &ctx.job,
+                    completions,
+                    &ctx.pods,
+                    limit,
+                );
+                if ctx.finished.is_none()
+                    && let Some((reason, message)) = backoff_limit_per_index::job_failure(
+                        &spec,
+                        &failed,
+                        &ctx.succeeded_indexes,
+                        completions,
+                    )
+                {
+                    ctx.finished =
+                        Some(new_condition("FailureTarget", "True", reason, message, now));
+                }
+                ctx.failed_indexes = Some(failed);
+                ctx.pods_with_delayed_deletion =
+                    backoff_limit_per_index::pods_with_delayed_deletion(
+                        &ctx.job,
+                        &ctx.pods,
+                        &ctx.active_pods,
+                        &ctx.finished_indexes(),
+                        &ctx.expected_rm_finalizers,
+                        completions,
+                        now,
+                    );
+            }
+            if ctx.finished.is_none()
+                && let Some(message) = success_policy::match_success_policy(
+                    spec.success_policy.as_ref(),
+                    completions,
+                    &ctx.succeeded_indexes,
+                )
+            {
+                ctx.finished = Some(new_condition(
+                    "SuccessCriteriaMet",
+                    "True",
+                    success_policy::REASON,
+                    &message,
+                    now,
+                ));
+            }
         }
         let mut active = ctx.active_pods.len();
         let mut suspend_changed = false;
@@ -939,7 +1038,13 @@ impl JobController {
         if diff == 0 {
             return Ok(active);
         }
-        let wait = ctx.new_backoff.remaining(now);
+        let per_index = backoff_limit_per_index(&job).is_some();
+        // With backoffLimitPerIndex each index backs off on its own, below.
+        let wait = if per_index {
+            Duration::ZERO
+        } else {
+            ctx.new_backoff.remaining(now)
+        };
         if !wait.is_zero() {
             tracing::debug!(job = %key, ?wait, "waiting out the pod failure backoff");
             self.queue.add_after(key, wait);
@@ -947,12 +1052,25 @@ impl JobController {
         }
         let mut diff = diff.min(MAX_POD_CREATE_DELETE_PER_SYNC);
         let indexes = if indexed {
-            let ix = indexed::first_pending_indexes(
-                &ctx.succeeded_indexes,
+            let mut ix = indexed::first_pending_indexes(
+                &ctx.finished_indexes(),
                 &ctx.active_pods,
                 diff,
                 completions.unwrap_or(0),
             );
+            if per_index {
+                let (ready, wait) = backoff_limit_per_index::indexes_to_create_now(
+                    ix,
+                    &ctx.pods_with_delayed_deletion,
+                    now,
+                );
+                if !wait.is_zero() {
+                    tracing::debug!(job = %key, ?wait, "waiting out the backoff of the indexes");
+                    self.queue.add_after(key, wait);
+                    return Ok(active);
+                }
+                ix = ready;
+            }
             diff = ix.len();
             ix
         } else {
@@ -977,18 +1095,23 @@ impl JobController {
         let owner = controller_ref(&job.metadata, "batch/v1", "Job");
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         let pending = Mutex::new(indexes.into_iter());
+        let delayed = &ctx.pods_with_delayed_deletion;
         let (created, err) = slow_start_batch(diff, SLOW_START_INITIAL_BATCH_SIZE, || {
             let next = pending
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .next();
             let pod = match next {
-                Some(ix) => pod_from_template(
-                    &indexed::template_for_index(&template, &name, ix),
-                    &ns,
-                    &format!("{name}-{ix}"),
-                    owner.clone(),
-                ),
+                Some(ix) => {
+                    let mut t = indexed::template_for_index(&template, &name, ix);
+                    if per_index {
+                        let replaced = delayed.get(&ix).map(AsRef::as_ref);
+                        backoff_limit_per_index::add_index_failure_count_annotation(
+                            &mut t, &job, replaced,
+                        );
+                    }
+                    pod_from_template(&t, &ns, &format!("{name}-{ix}"), owner.clone())
+                }
                 None => pod_from_template(&template, &ns, &name, owner.clone()),
             };
             let api = api.clone();
@@ -1063,10 +1186,18 @@ impl JobController {
                 continue;
             }
             let failed = is_pod_failed(pod, &ctx.job);
+            // A failed pod whose index awaits its replacement keeps the finalizer, so
+            // that the replacement can take over its failure counts (upstream
+            // `canRemoveFinalizer`).
+            let delayed = || {
+                indexed::completion_index(pod)
+                    .and_then(|ix| ctx.pods_with_delayed_deletion.get(&ix))
+                    .is_some_and(|p| uid(p) == id)
+            };
             let can_remove = ctx.job.metadata.deletion_timestamp.is_some()
                 || ctx.finished.is_some()
                 || phase(pod) == "Succeeded"
-                || failed;
+                || (failed && !delayed());
             if !can_remove {
                 continue;
             }
@@ -1129,6 +1260,11 @@ impl JobController {
             }
             status.succeeded = omit_zero(ctx.succeeded_indexes.total());
             status.completed_indexes = text;
+            let failed_text = ctx.failed_indexes.as_ref().map(ToString::to_string);
+            if failed_text != status.failed_indexes {
+                status.failed_indexes = failed_text;
+                needs_flush = true;
+            }
         }
         let conditions = status.conditions.get_or_insert_with(Vec::new);
         if let Some(cond) = ctx.finished.clone() {
@@ -1356,7 +1492,7 @@ fn past_backoff_limit_on_failure(job: &Job, pods: &[Arc<Pod>]) -> bool {
         })
         .map(|c| i64::from(c.restart_count))
         .sum();
-    let limit = i64::from(spec.backoff_limit.unwrap_or(6));
+    let limit = backoff_limit(job);
     if limit == 0 {
         return restarts > 0;
     }

@@ -1,10 +1,15 @@
 //! `spec.podFailurePolicy` (upstream `pkg/controller/job/pod_failure_policy.go`,
 //! KEP-3329): the first rule matching a failed pod decides whether the Job fails at
-//! once (`FailJob`), the failure is not counted against `backoffLimit` (`Ignore`), or it
-//! counts as usual (`Count`, and `FailIndex`, which needs `backoffLimitPerIndex`).
+//! once (`FailJob`), the failure is not counted against `backoffLimit` and
+//! `backoffLimitPerIndex` (`Ignore`), it counts as usual (`Count`), or it fails the pod's
+//! index at once (`FailIndex`, which needs `backoffLimitPerIndex`; see
+//! [`super::backoff_limit_per_index`]).
 
 use k8s_openapi::api::batch::v1::{PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+
+/// The action that fails the pod's index (upstream `PodFailurePolicyActionFailIndex`).
+pub(crate) const FAIL_INDEX: &str = "FailIndex";
 
 /// What a failed pod means under the policy (upstream `matchPodFailurePolicy`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,19 +42,21 @@ pub(crate) fn match_policy(policy: &PodFailurePolicy, pod: &Pod) -> Verdict {
                 .as_ref()
                 .and_then(|s| s.conditions.as_deref())
                 .unwrap_or_default();
-            patterns.iter().find_map(|pattern| {
-                let want = pattern.status.as_deref().unwrap_or("True");
-                conditions
-                    .iter()
-                    .any(|c| c.type_ == pattern.type_ && c.status == want)
-                    .then(|| {
-                        format!(
-                            "Pod {ns}/{name} has condition {} matching {action} rule at index \
-                             {index}",
-                            pattern.type_
-                        )
+            // The pod's first condition that any pattern matches (upstream
+            // `matchOnPodConditions`).
+            conditions
+                .iter()
+                .find(|c| {
+                    patterns.iter().any(|p| {
+                        c.type_ == p.type_ && c.status == p.status.as_deref().unwrap_or("True")
                     })
-            })
+                })
+                .map(|c| {
+                    format!(
+                        "Pod {ns}/{name} has condition {} matching {action} rule at index {index}",
+                        c.type_
+                    )
+                })
         } else {
             None
         };
@@ -81,19 +88,20 @@ pub(crate) fn match_policy(policy: &PodFailurePolicy, pod: &Pod) -> Verdict {
     }
 }
 
-/// The first container (init containers first) that terminated with a non-zero exit
-/// code matching `req`: its name and code (upstream `getMatchingContainerFromList`).
+/// The first container (regular containers before init containers) that terminated with
+/// a non-zero exit code matching `req`: its name and code (upstream `matchOnExitCodes`,
+/// `getMatchingContainerFromList`).
 fn matching_container(
     pod: &Pod,
     req: &PodFailurePolicyOnExitCodesRequirement,
 ) -> Option<(String, i32)> {
     let status = pod.status.as_ref()?;
     let lists: [&[ContainerStatus]; 2] = [
+        status.container_statuses.as_deref().unwrap_or_default(),
         status
             .init_container_statuses
             .as_deref()
             .unwrap_or_default(),
-        status.container_statuses.as_deref().unwrap_or_default(),
     ];
     lists.into_iter().flatten().find_map(|cs| {
         let code = cs.state.as_ref()?.terminated.as_ref()?.exit_code;
@@ -174,5 +182,45 @@ mod tests {
         );
         let v = match_policy(&p, &other);
         assert!(v.count_failed && v.action.is_none());
+    }
+
+    #[test]
+    fn fail_index_counts_and_is_named() {
+        let p = policy(json!([
+            {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}},
+        ]));
+        let v = match_policy(&p, &failed_pod(42, json!([])));
+        assert_eq!(
+            (v.fail_job, v.count_failed, v.action.as_deref()),
+            (None, true, Some(FAIL_INDEX))
+        );
+    }
+
+    #[test]
+    fn regular_containers_and_the_first_pod_condition_come_first() {
+        let mut pod = failed_pod(
+            3,
+            json!([{"type": "Custom", "status": "True"},
+                   {"type": "DisruptionTarget", "status": "True"}]),
+        );
+        let status = pod.status.as_mut().expect("status");
+        status.init_container_statuses = serde_json::from_value(json!([
+            {"name": "init", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+             "state": {"terminated": {"exitCode": 3}}}]))
+        .expect("init statuses");
+        let p = policy(json!([
+            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [3]}},
+        ]));
+        let message = match_policy(&p, &pod).fail_job.unwrap_or_default();
+        assert!(message.starts_with("Container main "), "{message}");
+        let p = policy(json!([
+            {"action": "FailJob", "onPodConditions": [
+                {"type": "DisruptionTarget", "status": "True"},
+                {"type": "Custom", "status": "True"}]},
+        ]));
+        assert_eq!(
+            match_policy(&p, &pod).fail_job.as_deref(),
+            Some("Pod ns/p has condition Custom matching FailJob rule at index 0")
+        );
     }
 }

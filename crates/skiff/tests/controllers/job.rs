@@ -1,5 +1,6 @@
 //! The Job controller end to end. No kubelet: a simulator plays the pods' outcomes by
-//! their `outcome` label (`succeed`, `fail`, `exit42`, or `run` to stay Running).
+//! their `outcome` label (`succeed`, `fail`, `exit42`, or `run` to stay Running); a pod
+//! of an Indexed Job follows its label `outcome-<index>` when it has one.
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::jiff::Timestamp;
@@ -21,11 +22,16 @@ fn simulate_job_pods(pods: Api<Pod>) -> tokio::task::JoinHandle<()> {
             {
                 continue;
             }
-            let outcome = p
+            let index = p
                 .metadata
-                .labels
+                .annotations
                 .as_ref()
-                .and_then(|l| l.get("outcome").cloned())
+                .and_then(|a| a.get(INDEX).cloned());
+            let labels = p.metadata.labels.clone().unwrap_or_default();
+            let outcome = index
+                .and_then(|ix| labels.get(&format!("outcome-{ix}")))
+                .or_else(|| labels.get("outcome"))
+                .cloned()
                 .unwrap_or_default();
             let (phase, code) = match outcome.as_str() {
                 "succeed" => ("Succeeded", 0),
@@ -117,6 +123,8 @@ fn active_pods(m: &BTreeMap<String, Pod>) -> usize {
 }
 
 const TRACKING: &str = "batch.kubernetes.io/job-tracking";
+const INDEX: &str = "batch.kubernetes.io/job-completion-index";
+const FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
 
 fn tracked(p: &Pod) -> bool {
     p.metadata
@@ -427,5 +435,229 @@ async fn job_runs_to_completion_and_failure_as_upstream() {
     })
     .await;
     assert!(seen_all.is_ok(), "events {reasons:?}; log:\n{}", cm.log());
+    simulator.abort();
+}
+
+/// An Indexed Job of `completions` whose pods end as `outcome`, but the indexes named in
+/// `per_index` as said there.
+fn indexed_manifest(
+    name: &str,
+    outcome: &str,
+    per_index: &[(usize, &str)],
+    completions: i32,
+    spec: serde_json::Value,
+) -> Job {
+    let mut spec = spec;
+    spec["completionMode"] = json!("Indexed");
+    spec["completions"] = json!(completions);
+    spec["parallelism"] = json!(completions);
+    let mut job = job_manifest(name, outcome, spec);
+    let labels = job
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.metadata.as_mut())
+        .and_then(|m| m.labels.as_mut())
+        .expect("template labels");
+    for (ix, outcome) in per_index {
+        labels.insert(format!("outcome-{ix}"), (*outcome).to_owned());
+    }
+    job
+}
+
+fn annotation<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
+    p.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn message<'a>(job: &'a Job, type_: &str) -> Option<&'a str> {
+    condition(job, type_)?.message.as_deref()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_job_fails_indexes_and_meets_success_policy_as_upstream() {
+    let api = ApiServer::start(ApiServerOptions::new(
+        env!("CARGO_BIN_EXE_skiff"),
+        Backend::Sqlite,
+    ))
+    .unwrap_or_else(|e| panic!("start skiff apiserver: {e:#}"));
+    let _cm = ControllerManager::start(&api, &["--leader-elect=false"]);
+    let client = api.client().await.expect("client");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let simulator = simulate_job_pods(pods.clone());
+    let finished = |j: &Job| condition(j, "Failed").is_some() || condition(j, "Complete").is_some();
+
+    // All four run at once; each is checked when it is done.
+    // backoffLimitPerIndex 1: index 1 fails twice, 10 s apart, and is marked failed while
+    // the others succeed; the Job then fails for its failed index.
+    let per_index = json!({"backoffLimitPerIndex": 1, "maxFailedIndexes": 1});
+    // maxFailedIndexes 0: the first failed index fails the Job and ends the running pods.
+    let max_failed = json!({"backoffLimitPerIndex": 0, "maxFailedIndexes": 0});
+    // A FailIndex rule fails index 0 at its first failure, without a retry.
+    let fail_index = json!({"backoffLimitPerIndex": 3, "podFailurePolicy": {"rules": [
+        {"action": "FailIndex", "onExitCodes": {"containerName": "c", "operator": "In",
+            "values": [42]}}]}});
+    // The second rule matches once index 0 succeeds: the Job completes, the rest is
+    // deleted.
+    let success = json!({"successPolicy": {"rules": [
+        {"succeededCount": 2}, {"succeededIndexes": "0"}]}});
+    for job in [
+        indexed_manifest("per-index", "succeed", &[(1, "fail")], 3, per_index),
+        indexed_manifest("max-failed", "run", &[(0, "fail")], 3, max_failed),
+        indexed_manifest("fail-index", "succeed", &[(0, "exit42")], 2, fail_index),
+        indexed_manifest("early", "run", &[(0, "succeed")], 3, success),
+    ] {
+        let name = job.metadata.name.clone().unwrap_or_default();
+        jobs.create(&PostParams::default(), &job)
+            .await
+            .unwrap_or_else(|e| panic!("create job {name}: {e}"));
+    }
+
+    let done = wait_job(&jobs, "per-index", "per-index to fail", finished).await;
+    let st = done.status.clone().unwrap_or_default();
+    assert_eq!(reason(&done, "Failed"), Some("FailedIndexes"), "{st:?}");
+    assert_eq!(reason(&done, "FailureTarget"), Some("FailedIndexes"));
+    assert_eq!(message(&done, "Failed"), Some("Job has failed indexes"));
+    assert_eq!(
+        (
+            st.failed_indexes.as_deref(),
+            st.completed_indexes.as_deref()
+        ),
+        (Some("1"), Some("0,2")),
+        "{st:?}"
+    );
+    assert_eq!(
+        (st.succeeded, st.failed, st.active),
+        (Some(2), Some(2), None)
+    );
+    assert!(condition(&done, "Complete").is_none() && st.completion_time.is_none());
+    let all = wait_pods(&pods, "per-index", "per-index's pods released", |m| {
+        m.len() == 4 && m.values().all(|p| !tracked(p))
+    })
+    .await;
+    let mut index_one: Vec<&Pod> = all
+        .values()
+        .filter(|p| annotation(p, INDEX) == Some("1"))
+        .collect();
+    index_one.sort_by_key(|p| annotation(p, FAILURE_COUNT).map(str::to_owned));
+    let counts: Vec<Option<&str>> = index_one
+        .iter()
+        .map(|p| annotation(p, FAILURE_COUNT))
+        .collect();
+    assert_eq!(counts, [Some("0"), Some("1")], "{all:?}");
+    for p in all.values().filter(|p| annotation(p, INDEX) != Some("1")) {
+        assert_eq!(annotation(p, FAILURE_COUNT), Some("0"), "{:?}", p.metadata);
+    }
+    // The replacement came after the index's 10 s backoff (creation times are seconds).
+    let first_finished = index_one[0]
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| {
+            c[0].state
+                .as_ref()?
+                .terminated
+                .as_ref()?
+                .finished_at
+                .clone()
+        })
+        .expect("the first pod's finish")
+        .0;
+    let replaced_at = index_one[1]
+        .metadata
+        .creation_timestamp
+        .clone()
+        .expect("creationTimestamp")
+        .0;
+    let waited = replaced_at.duration_since(first_finished);
+    assert!(
+        waited >= k8s_openapi::jiff::SignedDuration::from_secs(9),
+        "replaced {waited:?} after the failure"
+    );
+    let described = kubectl(&api, &["describe", "job", "per-index"]);
+    let line = |key: &str| {
+        described
+            .lines()
+            .find(|l| l.starts_with(key))
+            .map(|l| l[key.len()..].trim().to_owned())
+    };
+    assert_eq!(
+        line("Pods Statuses:").as_deref(),
+        Some("0 Active (0 Ready) / 2 Succeeded / 2 Failed"),
+        "{described}"
+    );
+    assert_eq!(
+        line("Completed Indexes:").as_deref(),
+        Some("0,2"),
+        "{described}"
+    );
+
+    let done = wait_job(&jobs, "max-failed", "max-failed to fail", finished).await;
+    let st = done.status.clone().unwrap_or_default();
+    assert_eq!(
+        reason(&done, "Failed"),
+        Some("MaxFailedIndexesExceeded"),
+        "{st:?}"
+    );
+    assert_eq!(
+        message(&done, "Failed"),
+        Some("Job has exceeded the specified maximal number of failed indexes")
+    );
+    assert_eq!(st.failed_indexes.as_deref(), Some("0"), "{st:?}");
+    // The failed pod, and the two running ones the failure ended.
+    assert_eq!((st.failed, st.active, st.succeeded), (Some(3), None, None));
+    wait_pods(&pods, "max-failed", "max-failed's running pods gone", |m| {
+        m.len() == 1 && m.values().all(|p| !tracked(p))
+    })
+    .await;
+
+    let done = wait_job(&jobs, "fail-index", "fail-index to fail", finished).await;
+    let st = done.status.clone().unwrap_or_default();
+    assert_eq!(reason(&done, "Failed"), Some("FailedIndexes"), "{st:?}");
+    assert_eq!(
+        (
+            st.failed_indexes.as_deref(),
+            st.completed_indexes.as_deref()
+        ),
+        (Some("0"), Some("1")),
+        "{st:?}"
+    );
+    assert_eq!((st.failed, st.succeeded), (Some(1), Some(1)));
+    let all = wait_pods(&pods, "fail-index", "fail-index's pods released", |m| {
+        m.len() == 2 && m.values().all(|p| !tracked(p))
+    })
+    .await;
+    let zero = all
+        .values()
+        .filter(|p| annotation(p, INDEX) == Some("0"))
+        .count();
+    assert_eq!(zero, 1, "index 0 ran again: {all:?}");
+
+    let done = wait_job(&jobs, "early", "early to complete", finished).await;
+    let st = done.status.clone().unwrap_or_default();
+    assert_eq!(reason(&done, "Complete"), Some("SuccessPolicy"), "{st:?}");
+    assert_eq!(reason(&done, "SuccessCriteriaMet"), Some("SuccessPolicy"));
+    assert_eq!(message(&done, "Complete"), Some("Matched rules at index 1"));
+    assert_eq!(
+        message(&done, "SuccessCriteriaMet"),
+        Some("Matched rules at index 1")
+    );
+    assert_eq!(
+        (st.completed_indexes.as_deref(), st.succeeded, st.active),
+        (Some("0"), Some(1), None),
+        "{st:?}"
+    );
+    assert!(
+        st.completion_time.is_some() && st.failed_indexes.is_none(),
+        "{st:?}"
+    );
+    let left = wait_pods(&pods, "early", "early's other pods gone", |m| m.len() == 1).await;
+    assert!(
+        left.values().all(|p| annotation(p, INDEX) == Some("0")),
+        "{left:?}"
+    );
     simulator.abort();
 }

@@ -113,13 +113,21 @@ fn is_tracked(pod: &Pod, completions: usize, removing: &HashSet<String>) -> Opti
 }
 
 /// The failed indexes (upstream `calculateFailedIndexes`): those of
-/// `status.failedIndexes`, and those a failed pod still carrying the tracking finalizer
-/// fails now.
+/// `status.failedIndexes`, and those a failed pod not counted yet fails now.
+///
+/// Not counted yet means carrying the tracking finalizer with no removal of it pending
+/// (`removing`, the finalizer expectations): upstream reads the finalizer alone, so a
+/// pod the Job deleted when it failed, seen again before its finalizer's removal shows,
+/// would fail its index too (with `backoffLimitPerIndex: 0`, every index that was
+/// running). For the same reason, once the Job is `failing` (its `FailureTarget` is
+/// written) only a pod in phase `Failed` fails its index, not one merely deleted.
 pub(crate) fn failed_indexes(
     job: &Job,
     completions: usize,
     pods: &[Arc<Pod>],
     limit: u32,
+    removing: &HashSet<String>,
+    failing: bool,
 ) -> OrderedIntervals {
     let prev = job
         .status
@@ -128,8 +136,9 @@ pub(crate) fn failed_indexes(
         .map(|s| OrderedIntervals::parse(s, completions))
         .unwrap_or_default();
     let new = pods.iter().filter_map(|p| {
-        let ix = completion_index(p).filter(|ix| *ix < completions)?;
-        (has_tracking_finalizer(p) && is_index_failed(job, p, limit)).then_some(ix)
+        let ix = is_tracked(p, completions, removing)?;
+        let phase_failed = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
+        ((phase_failed || !failing) && is_index_failed(job, p, limit)).then_some(ix)
     });
     prev.with(new)
 }
@@ -373,9 +382,36 @@ mod tests {
         assert!(is_index_failed(&j, &second, 1));
         assert!(!is_index_failed(&j, &running, 1));
         let pods = [first.clone(), second.clone(), running];
-        assert_eq!(failed_indexes(&j, 4, &pods, 1).to_string(), "1,3");
+        let none = HashSet::new();
+        assert_eq!(
+            failed_indexes(&j, 4, &pods, 1, &none, false).to_string(),
+            "1,3"
+        );
         // Out of range, or no longer tracked: not counted again.
-        assert_eq!(failed_indexes(&j, 1, &pods, 1).to_string(), "");
+        assert_eq!(
+            failed_indexes(&j, 1, &pods, 1, &none, false).to_string(),
+            ""
+        );
+        let removing: HashSet<String> = [uid(&second)].into();
+        assert_eq!(
+            failed_indexes(&j, 4, &pods, 1, &removing, false).to_string(),
+            "3"
+        );
+        // Deleted while running: a failed index, unless the Job was failing already
+        // (it deleted the pod itself).
+        let mut deleted = (*pod("e", 2, "Running", ("1", None), 0)).clone();
+        deleted.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+        );
+        let pods = [Arc::new(deleted)];
+        assert_eq!(
+            failed_indexes(&j, 4, &pods, 1, &none, false).to_string(),
+            "2,3"
+        );
+        assert_eq!(
+            failed_indexes(&j, 4, &pods, 1, &none, true).to_string(),
+            "3"
+        );
 
         let policy = json!({"podFailurePolicy": {"rules": [
             {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}},

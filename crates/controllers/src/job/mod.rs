@@ -719,11 +719,14 @@ impl JobController {
             ctx.prev_succeeded_indexes = prev;
             ctx.succeeded_indexes = all;
             if let Some(limit) = backoff_limit_per_index(&ctx.job) {
+                let failing = true_condition(&ctx.job, "FailureTarget").is_some();
                 let failed = backoff_limit_per_index::failed_indexes(
                     &ctx.job,
                     completions,
                     &ctx.pods,
                     limit,
+                    &ctx.expected_rm_finalizers,
+                    failing,
                 );
                 if ctx.finished.is_none()
                     && let Some((reason, message)) = backoff_limit_per_index::job_failure(
@@ -1398,8 +1401,18 @@ impl JobController {
         let ns = ctx.job.metadata.namespace.clone().unwrap_or_default();
         let name = ctx.job.metadata.name.clone().unwrap_or_default();
         let api: Api<Job> = Api::namespaced(self.client.clone(), &ns);
+        // Go's `omitempty` leaves empty lists out of upstream's JSON: `conditions: []`
+        // is never written, nor empty lists of uncounted pods.
+        let mut sent = ctx.job.clone();
+        if let Some(st) = sent.status.as_mut() {
+            st.conditions = st.conditions.take().filter(|c| !c.is_empty());
+            if let Some(u) = st.uncounted_terminated_pods.as_mut() {
+                u.succeeded = u.succeeded.take().filter(|v| !v.is_empty());
+                u.failed = u.failed.take().filter(|v| !v.is_empty());
+            }
+        }
         let written = api
-            .replace_status(&name, &PostParams::default(), &ctx.job)
+            .replace_status(&name, &PostParams::default(), &sent)
             .await?;
         let status = ctx.job.status.take();
         ctx.job = written;

@@ -516,6 +516,20 @@ async fn indexed_job_fails_indexes_and_meets_success_policy_as_upstream() {
             .unwrap_or_else(|e| panic!("create job {name}: {e}"));
     }
 
+    // A running Job writes no `conditions: []` (Go's omitempty leaves it out).
+    wait_job(&jobs, "per-index", "per-index running", |j| {
+        j.status.as_ref().is_some_and(|s| s.active.is_some())
+    })
+    .await;
+    let raw: serde_json::Value =
+        serde_json::from_str(&kubectl(&api, &["get", "job", "per-index", "-o", "json"]))
+            .expect("kubectl get job -o json");
+    assert!(
+        raw["status"].get("conditions").is_none(),
+        "{}",
+        raw["status"]
+    );
+
     let done = wait_job(&jobs, "per-index", "per-index to fail", finished).await;
     let st = done.status.clone().unwrap_or_default();
     assert_eq!(reason(&done, "Failed"), Some("FailedIndexes"), "{st:?}");

@@ -26,6 +26,7 @@ pub mod job;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
+mod owner_handlers;
 pub mod podgc;
 pub mod replicaset;
 pub mod resourcequota;

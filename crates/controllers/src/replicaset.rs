@@ -21,17 +21,18 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
 use skiff_api::core::pod::conditions::{is_pod_active, is_pod_available, is_pod_ready};
 use skiff_api::selector::LabelSelector;
-use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
+use skiff_client::cache::{SharedInformer, SharedInformerFactory};
 use skiff_client::events::EventRecorder;
 use skiff_client::workqueue::{QueueMetrics, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::controller_utils::{
-    BURST_REPLICAS, Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_of,
-    controller_ref, pod_from_template, pod_key, pods_to_delete, resolve_controller_ref,
-    run_controller, slow_start_batch, update_status_retrying,
+    BURST_REPLICAS, Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_ref,
+    pod_from_template, pod_key, pods_to_delete, run_controller, slow_start_batch,
+    update_status_retrying,
 };
+use crate::owner_handlers::OwnerHandlers;
 
 /// The controller's name (`--controllers`, the events' reporting controller).
 pub const NAME: &str = "replicaset-controller";
@@ -53,104 +54,6 @@ impl std::fmt::Debug for ReplicaSetController {
     }
 }
 
-/// What the event handlers need, apart from the controller.
-#[derive(Clone)]
-struct Handlers {
-    replica_sets: Arc<SharedInformer<ReplicaSet>>,
-    queue: Arc<WorkQueue<String>>,
-    expectations: Arc<Expectations>,
-}
-
-impl Handlers {
-    /// The ReplicaSet controlling `pod`, if it is in the cache with the referenced UID
-    /// (upstream `resolveControllerRef`).
-    fn owner(&self, pod: &Pod) -> Option<Arc<ReplicaSet>> {
-        resolve_controller_ref(self.replica_sets.store(), &pod.metadata)
-    }
-
-    /// Queues the ReplicaSets of the pod's namespace whose selector matches it (an
-    /// orphan may be adopted; upstream `getPodReplicaSets`).
-    fn queue_matching(&self, pod: &Pod) {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("");
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
-        for rs in self.replica_sets.store().list() {
-            if rs.metadata.namespace.as_deref() != Some(ns) {
-                continue;
-            }
-            let matches = LabelSelector::from_meta(&rs.spec.selector)
-                .is_ok_and(|sel| !sel.is_empty() && sel.matches(&labels));
-            if matches {
-                self.queue.add(object_key(rs.as_ref()));
-            }
-        }
-    }
-
-    fn pod_deleted(&self, pod: &Pod) {
-        if let Some(rs) = self.owner(pod) {
-            let key = object_key(rs.as_ref());
-            self.expectations.deletion_observed(&key, &pod_key(pod));
-            self.queue.add(key);
-        }
-    }
-
-    fn on_pod(&self, delta: &Delta<Pod>) {
-        match delta {
-            Delta::Added(pod) => {
-                if pod.metadata.deletion_timestamp.is_some() {
-                    self.pod_deleted(pod);
-                } else if let Some(rs) = self.owner(pod) {
-                    let key = object_key(rs.as_ref());
-                    self.expectations.creation_observed(&key);
-                    self.queue.add(key);
-                } else if controller_of(&pod.metadata).is_none() {
-                    self.queue_matching(pod);
-                }
-            }
-            Delta::Updated(old, new) => {
-                let labels_changed = old.metadata.labels != new.metadata.labels;
-                if new.metadata.deletion_timestamp.is_some() {
-                    self.pod_deleted(new);
-                    if labels_changed {
-                        self.pod_deleted(old);
-                    }
-                    return;
-                }
-                let ref_changed = controller_of(&old.metadata) != controller_of(&new.metadata);
-                if ref_changed && let Some(rs) = self.owner(old) {
-                    self.queue.add(object_key(rs.as_ref()));
-                }
-                if let Some(rs) = self.owner(new) {
-                    let key = object_key(rs.as_ref());
-                    let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
-                    if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
-                        // Available once ready for minReadySeconds: look again then.
-                        self.queue.add_after(
-                            key.clone(),
-                            Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1),
-                        );
-                    }
-                    self.queue.add(key);
-                } else if (labels_changed || ref_changed) && controller_of(&new.metadata).is_none()
-                {
-                    self.queue_matching(new);
-                }
-            }
-            Delta::Deleted(pod) => self.pod_deleted(pod),
-        }
-    }
-
-    fn on_replica_set(&self, delta: &Delta<ReplicaSet>) {
-        match delta {
-            Delta::Added(rs) | Delta::Updated(_, rs) => self.queue.add(object_key(rs.as_ref())),
-            Delta::Deleted(rs) => {
-                let key = object_key(rs.as_ref());
-                self.expectations.delete(&key);
-                self.queue.add(key);
-            }
-        }
-    }
-}
-
 impl ReplicaSetController {
     /// The controller over the factory's ReplicaSet and Pod informers, its handlers
     /// registered.
@@ -160,21 +63,21 @@ impl ReplicaSetController {
         recorder: EventRecorder,
         queue_metrics: Arc<dyn QueueMetrics>,
     ) -> Arc<Self> {
-        let handlers = Handlers {
-            replica_sets: factory.informer::<ReplicaSet>(),
+        let handlers = OwnerHandlers {
+            owners: factory.informer::<ReplicaSet>(),
             queue: Arc::new(WorkQueue::new("replicaset").with_metrics(queue_metrics)),
             expectations: Arc::new(Expectations::default()),
         };
         let pods = factory.informer::<Pod>();
         let h = handlers.clone();
         handlers
-            .replica_sets
-            .add_event_handler(Box::new(move |d| h.on_replica_set(d)));
+            .owners
+            .add_event_handler(Box::new(move |d| h.on_owner(d)));
         let h = handlers.clone();
         pods.add_event_handler(Box::new(move |d| h.on_pod(d)));
         Arc::new(Self {
             client,
-            replica_sets: handlers.replica_sets,
+            replica_sets: handlers.owners,
             pods,
             queue: handlers.queue,
             expectations: handlers.expectations,

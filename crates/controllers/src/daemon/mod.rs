@@ -38,7 +38,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
 use skiff_api::core::pod::conditions::{is_pod_available, is_pod_ready, pod_phase};
@@ -55,10 +54,10 @@ use self::util::{
 };
 use crate::Error;
 use crate::controller_utils::{
-    Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_of, controller_ref,
-    pod_from_template, pod_key, resolve_controller_ref, run_controller, slow_start_batch,
-    update_status_retrying,
+    Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_ref, pod_from_template,
+    pod_key, run_controller, slow_start_batch, update_status_retrying,
 };
+use crate::owner_handlers::OwnerHandlers;
 
 /// The controller's name (`--controllers`, the events' reporting controller).
 pub const NAME: &str = "daemonset-controller";
@@ -90,156 +89,33 @@ impl std::fmt::Debug for DaemonSetController {
     }
 }
 
-/// What the event handlers need, apart from the controller.
-#[derive(Clone)]
-struct Handlers {
-    daemon_sets: Arc<SharedInformer<DaemonSet>>,
-    queue: Arc<WorkQueue<String>>,
-    expectations: Arc<Expectations>,
-}
-
-impl Handlers {
-    fn owner(&self, meta: &ObjectMeta) -> Option<Arc<DaemonSet>> {
-        resolve_controller_ref(self.daemon_sets.store(), meta)
-    }
-
-    /// Queues the DaemonSets of the object's namespace whose selector matches it (an
-    /// orphan may be adopted; upstream `getDaemonSetsForPod`, `getDaemonSetsForHistory`).
-    fn queue_matching(&self, meta: &ObjectMeta) {
-        let ns = meta.namespace.as_deref();
-        let labels = meta.labels.clone().unwrap_or_default();
-        for ds in self.daemon_sets.store().list() {
-            if ds.metadata.namespace.as_deref() != ns {
-                continue;
-            }
-            if LabelSelector::from_meta(&ds.spec.selector)
-                .is_ok_and(|s| !s.is_empty() && s.matches(&labels))
-            {
-                self.queue.add(object_key(ds.as_ref()));
-            }
-        }
-    }
-
-    fn pod_deleted(&self, pod: &Pod) {
-        if let Some(ds) = self.owner(&pod.metadata) {
-            let key = object_key(ds.as_ref());
-            self.expectations.deletion_observed(&key, &pod_key(pod));
-            self.queue.add(key);
-        }
-    }
-
-    /// Upstream `addPod`, `updatePod`, `deletePod`.
-    fn on_pod(&self, delta: &Delta<Pod>) {
-        match delta {
-            Delta::Added(pod) => {
-                if pod.metadata.deletion_timestamp.is_some() {
-                    self.pod_deleted(pod);
-                } else if let Some(ds) = self.owner(&pod.metadata) {
-                    let key = object_key(ds.as_ref());
-                    self.expectations.creation_observed(&key);
-                    self.queue.add(key);
-                } else if controller_of(&pod.metadata).is_none() {
-                    self.queue_matching(&pod.metadata);
-                }
-            }
-            Delta::Updated(old, new) => {
-                let labels_changed = old.metadata.labels != new.metadata.labels;
-                if new.metadata.deletion_timestamp.is_some() {
-                    self.pod_deleted(new);
-                    if labels_changed {
-                        self.pod_deleted(old);
-                    }
-                    return;
-                }
-                let ref_changed = controller_of(&old.metadata) != controller_of(&new.metadata);
-                if ref_changed && let Some(ds) = self.owner(&old.metadata) {
-                    self.queue.add(object_key(ds.as_ref()));
-                }
-                if let Some(ds) = self.owner(&new.metadata) {
-                    let key = object_key(ds.as_ref());
-                    let min_ready = ds.spec.min_ready_seconds.unwrap_or(0);
-                    if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
-                        // Available once ready for minReadySeconds: look again then.
-                        self.queue.add_after(
-                            key.clone(),
-                            Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1),
-                        );
-                    }
-                    self.queue.add(key);
-                } else if (labels_changed || ref_changed) && controller_of(&new.metadata).is_none()
-                {
-                    self.queue_matching(&new.metadata);
-                }
-            }
-            Delta::Deleted(pod) => self.pod_deleted(pod),
-        }
-    }
-
-    /// Upstream `addHistory`, `updateHistory`, `deleteHistory`.
-    fn on_revision(&self, delta: &Delta<ControllerRevision>) {
-        match delta {
-            Delta::Added(r) | Delta::Deleted(r) => {
-                if let Some(ds) = self.owner(&r.metadata) {
-                    self.queue.add(object_key(ds.as_ref()));
-                } else if controller_of(&r.metadata).is_none() && matches!(delta, Delta::Added(_)) {
-                    self.queue_matching(&r.metadata);
-                }
-            }
-            Delta::Updated(old, new) => {
-                let ref_changed = controller_of(&old.metadata) != controller_of(&new.metadata);
-                if ref_changed && let Some(ds) = self.owner(&old.metadata) {
-                    self.queue.add(object_key(ds.as_ref()));
-                }
-                if let Some(ds) = self.owner(&new.metadata) {
-                    self.queue.add(object_key(ds.as_ref()));
-                } else if controller_of(&new.metadata).is_none()
-                    && (ref_changed || old.metadata.labels != new.metadata.labels)
-                {
-                    self.queue_matching(&new.metadata);
+/// Upstream `addNode` and `updateNode`: the DaemonSets whose decision for the node
+/// may have changed (an update that changed neither labels nor taints changes none).
+/// A deleted node queues every DaemonSet, whose pods there must go.
+fn on_node(h: &OwnerHandlers<DaemonSet>, delta: &Delta<Node>) {
+    let sets = h.owners.store().list();
+    match delta {
+        Delta::Added(node) => {
+            for ds in sets {
+                if node_should_run(node, &ds).0 {
+                    h.queue.add(object_key(ds.as_ref()));
                 }
             }
         }
-    }
-
-    /// Upstream `addNode` and `updateNode`: the DaemonSets whose decision for the node
-    /// may have changed (an update that changed neither labels nor taints changes none).
-    /// A deleted node queues every DaemonSet, whose pods there must go.
-    fn on_node(&self, delta: &Delta<Node>) {
-        let sets = self.daemon_sets.store().list();
-        match delta {
-            Delta::Added(node) => {
-                for ds in sets {
-                    if node_should_run(node, &ds).0 {
-                        self.queue.add(object_key(ds.as_ref()));
-                    }
-                }
+        Delta::Updated(old, new) => {
+            let taints = |n: &Node| n.spec.as_ref().and_then(|s| s.taints.clone());
+            if old.metadata.labels == new.metadata.labels && taints(old) == taints(new) {
+                return;
             }
-            Delta::Updated(old, new) => {
-                let taints = |n: &Node| n.spec.as_ref().and_then(|s| s.taints.clone());
-                if old.metadata.labels == new.metadata.labels && taints(old) == taints(new) {
-                    return;
-                }
-                for ds in sets {
-                    if node_should_run(old, &ds) != node_should_run(new, &ds) {
-                        self.queue.add(object_key(ds.as_ref()));
-                    }
-                }
-            }
-            Delta::Deleted(_) => {
-                for ds in sets {
-                    self.queue.add(object_key(ds.as_ref()));
+            for ds in sets {
+                if node_should_run(old, &ds) != node_should_run(new, &ds) {
+                    h.queue.add(object_key(ds.as_ref()));
                 }
             }
         }
-    }
-
-    fn on_daemon_set(&self, delta: &Delta<DaemonSet>) {
-        match delta {
-            Delta::Added(ds) | Delta::Updated(_, ds) => self.queue.add(object_key(ds.as_ref())),
-            Delta::Deleted(ds) => {
-                let key = object_key(ds.as_ref());
-                self.expectations.delete(&key);
-                self.queue.add(key);
+        Delta::Deleted(_) => {
+            for ds in sets {
+                h.queue.add(object_key(ds.as_ref()));
             }
         }
     }
@@ -452,8 +328,8 @@ impl DaemonSetController {
         recorder: EventRecorder,
         queue_metrics: Arc<dyn QueueMetrics>,
     ) -> Arc<Self> {
-        let handlers = Handlers {
-            daemon_sets: factory.informer::<DaemonSet>(),
+        let handlers = OwnerHandlers {
+            owners: factory.informer::<DaemonSet>(),
             queue: Arc::new(WorkQueue::new("daemonset").with_metrics(queue_metrics)),
             expectations: Arc::new(Expectations::default()),
         };
@@ -462,17 +338,17 @@ impl DaemonSetController {
         let revisions = factory.informer::<ControllerRevision>();
         let h = handlers.clone();
         handlers
-            .daemon_sets
-            .add_event_handler(Box::new(move |d| h.on_daemon_set(d)));
+            .owners
+            .add_event_handler(Box::new(move |d| h.on_owner(d)));
         let h = handlers.clone();
         pods.add_event_handler(Box::new(move |d| h.on_pod(d)));
         let h = handlers.clone();
-        nodes.add_event_handler(Box::new(move |d| h.on_node(d)));
+        nodes.add_event_handler(Box::new(move |d| on_node(&h, d)));
         let h = handlers.clone();
         revisions.add_event_handler(Box::new(move |d| h.on_revision(d)));
         Arc::new(Self {
             client,
-            daemon_sets: handlers.daemon_sets,
+            daemon_sets: handlers.owners,
             pods,
             nodes,
             revisions,
@@ -839,7 +715,7 @@ impl DaemonSetController {
 mod tests {
     use k8s_openapi::api::apps::v1::{DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
     use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
     use super::util::tests::{daemon_set, node};

@@ -41,7 +41,6 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
-use skiff_api::core::pod::conditions::is_pod_ready;
 use skiff_api::selector::LabelSelector;
 use skiff_client::cache::{Delta, SharedInformer, SharedInformerFactory, object_key};
 use skiff_client::events::EventRecorder;
@@ -57,10 +56,8 @@ use self::utils::{
 };
 use crate::Error;
 use crate::controller_history::sort_controller_revisions;
-use crate::controller_utils::{
-    Expectations, Owner, claim, controller_of, pod_key, resolve_controller_ref, run_controller,
-    update_status_retrying,
-};
+use crate::controller_utils::{Expectations, Owner, claim, run_controller, update_status_retrying};
+use crate::owner_handlers::OwnerHandlers;
 
 /// The controller's name (`--controllers`, the events' reporting controller).
 pub const NAME: &str = "statefulset-controller";
@@ -84,146 +81,23 @@ impl std::fmt::Debug for StatefulSetController {
     }
 }
 
-/// What the event handlers need, apart from the controller.
-#[derive(Clone)]
-struct Handlers {
-    sets: Arc<SharedInformer<StatefulSet>>,
-    queue: Arc<WorkQueue<String>>,
-    expectations: Arc<Expectations>,
-}
-
-impl Handlers {
-    fn owner(&self, meta: &ObjectMeta) -> Option<Arc<StatefulSet>> {
-        resolve_controller_ref(self.sets.store(), meta)
-    }
-
-    /// Queues the sets of the object's namespace whose selector matches it (an orphan may
-    /// be adopted; upstream `getStatefulSetsForPod`).
-    fn queue_matching(&self, meta: &ObjectMeta) {
-        let ns = meta.namespace.as_deref();
-        let labels = meta.labels.clone().unwrap_or_default();
-        for set in self.sets.store().list() {
-            if set.metadata.namespace.as_deref() != ns {
-                continue;
-            }
-            if LabelSelector::from_meta(&set.spec.selector)
-                .is_ok_and(|s| !s.is_empty() && s.matches(&labels))
-            {
-                self.queue.add(object_key(set.as_ref()));
-            }
+/// A claim that goes (or starts going) may hold back the pod of its name: its set
+/// looks again. Claims carry their set's selector labels. (Upstream waits for a
+/// resync instead.)
+fn on_claim(h: &OwnerHandlers<StatefulSet>, delta: &Delta<PersistentVolumeClaim>) {
+    let claim = match delta {
+        Delta::Deleted(c) => c,
+        Delta::Updated(old, new)
+            if new.metadata.deletion_timestamp.is_some()
+                || old.metadata.owner_references != new.metadata.owner_references =>
+        {
+            new
         }
-    }
-
-    fn pod_deleted(&self, pod: &Pod) {
-        if let Some(set) = self.owner(&pod.metadata) {
-            let key = object_key(set.as_ref());
-            self.expectations.deletion_observed(&key, &pod_key(pod));
-            self.queue.add(key);
-        }
-    }
-
-    /// Upstream `addPod`, `updatePod`, `deletePod`.
-    fn on_pod(&self, delta: &Delta<Pod>) {
-        match delta {
-            Delta::Added(pod) => {
-                if pod.metadata.deletion_timestamp.is_some() {
-                    self.pod_deleted(pod);
-                } else if let Some(set) = self.owner(&pod.metadata) {
-                    let key = object_key(set.as_ref());
-                    self.expectations.creation_observed(&key);
-                    self.queue.add(key);
-                } else if controller_of(&pod.metadata).is_none() {
-                    self.queue_matching(&pod.metadata);
-                }
-            }
-            Delta::Updated(old, new) => {
-                let labels_changed = old.metadata.labels != new.metadata.labels;
-                if new.metadata.deletion_timestamp.is_some() {
-                    self.pod_deleted(new);
-                    if labels_changed {
-                        self.pod_deleted(old);
-                    }
-                    return;
-                }
-                let ref_changed = controller_of(&old.metadata) != controller_of(&new.metadata);
-                if ref_changed && let Some(set) = self.owner(&old.metadata) {
-                    self.queue.add(object_key(set.as_ref()));
-                }
-                if let Some(set) = self.owner(&new.metadata) {
-                    let key = object_key(set.as_ref());
-                    let min_ready = set.spec.min_ready_seconds.unwrap_or(0);
-                    if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
-                        // Available once ready for minReadySeconds: look again then.
-                        self.queue.add_after(
-                            key.clone(),
-                            Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1),
-                        );
-                    }
-                    self.queue.add(key);
-                } else if (labels_changed || ref_changed) && controller_of(&new.metadata).is_none()
-                {
-                    self.queue_matching(&new.metadata);
-                }
-            }
-            Delta::Deleted(pod) => self.pod_deleted(pod),
-        }
-    }
-
-    /// Upstream `addHistory`, `updateHistory`, `deleteHistory`.
-    fn on_revision(&self, delta: &Delta<ControllerRevision>) {
-        match delta {
-            Delta::Added(r) | Delta::Deleted(r) => {
-                if let Some(set) = self.owner(&r.metadata) {
-                    self.queue.add(object_key(set.as_ref()));
-                } else if controller_of(&r.metadata).is_none() && matches!(delta, Delta::Added(_)) {
-                    self.queue_matching(&r.metadata);
-                }
-            }
-            Delta::Updated(old, new) => {
-                let ref_changed = controller_of(&old.metadata) != controller_of(&new.metadata);
-                if ref_changed && let Some(set) = self.owner(&old.metadata) {
-                    self.queue.add(object_key(set.as_ref()));
-                }
-                if let Some(set) = self.owner(&new.metadata) {
-                    self.queue.add(object_key(set.as_ref()));
-                } else if controller_of(&new.metadata).is_none()
-                    && (ref_changed || old.metadata.labels != new.metadata.labels)
-                {
-                    self.queue_matching(&new.metadata);
-                }
-            }
-        }
-    }
-
-    /// A claim that goes (or starts going) may hold back the pod of its name: its set
-    /// looks again. Claims carry their set's selector labels. (Upstream waits for a
-    /// resync instead.)
-    fn on_claim(&self, delta: &Delta<PersistentVolumeClaim>) {
-        let claim = match delta {
-            Delta::Deleted(c) => c,
-            Delta::Updated(old, new)
-                if new.metadata.deletion_timestamp.is_some()
-                    || old.metadata.owner_references != new.metadata.owner_references =>
-            {
-                new
-            }
-            _ => return,
-        };
-        match self.owner(&claim.metadata) {
-            Some(set) => self.queue.add(object_key(set.as_ref())),
-            None => self.queue_matching(&claim.metadata),
-        }
-    }
-
-    fn on_set(&self, delta: &Delta<StatefulSet>) {
-        match delta {
-            Delta::Added(set) | Delta::Updated(_, set) => self.queue.add(object_key(set.as_ref())),
-            Delta::Deleted(set) => {
-                let key = object_key(set.as_ref());
-                self.expectations.delete(&key);
-                self.queue.add(key);
-            }
-        }
+        _ => return,
+    };
+    match h.owner(&claim.metadata) {
+        Some(set) => h.queue.add(object_key(set.as_ref())),
+        None => h.queue_matching(&claim.metadata),
     }
 }
 
@@ -298,8 +172,8 @@ impl StatefulSetController {
         recorder: EventRecorder,
         queue_metrics: Arc<dyn QueueMetrics>,
     ) -> Arc<Self> {
-        let handlers = Handlers {
-            sets: factory.informer::<StatefulSet>(),
+        let handlers = OwnerHandlers {
+            owners: factory.informer::<StatefulSet>(),
             queue: Arc::new(WorkQueue::new("statefulset").with_metrics(queue_metrics)),
             expectations: Arc::new(Expectations::default()),
         };
@@ -308,17 +182,17 @@ impl StatefulSetController {
         let claims = factory.informer::<PersistentVolumeClaim>();
         let h = handlers.clone();
         handlers
-            .sets
-            .add_event_handler(Box::new(move |d| h.on_set(d)));
+            .owners
+            .add_event_handler(Box::new(move |d| h.on_owner(d)));
         let h = handlers.clone();
         pods.add_event_handler(Box::new(move |d| h.on_pod(d)));
         let h = handlers.clone();
         revisions.add_event_handler(Box::new(move |d| h.on_revision(d)));
         let h = handlers.clone();
-        claims.add_event_handler(Box::new(move |d| h.on_claim(d)));
+        claims.add_event_handler(Box::new(move |d| on_claim(&h, d)));
         Arc::new(Self {
             client,
-            sets: handlers.sets,
+            sets: handlers.owners,
             pods,
             revisions,
             claims,

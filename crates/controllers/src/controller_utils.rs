@@ -310,6 +310,44 @@ where
     }
 }
 
+/// [`claim`] for the owner `O` (its `apiVersion` and `kind` from its type), with the
+/// recheck reading it live from the API server: what the ReplicaSet, Deployment,
+/// DaemonSet, StatefulSet and Job controllers do.
+///
+/// Errors: as [`claim`].
+pub async fn claim_for<O, K>(
+    client: &kube::Client,
+    owner: &O,
+    adopt_finalizer: Option<&str>,
+    selector: &LabelSelector,
+    candidates: Vec<Arc<K>>,
+) -> Result<Vec<Arc<K>>, Error>
+where
+    O: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let (api_version, kind) = (O::api_version(&()), O::kind(&()));
+    let meta = owner.meta();
+    let owner_ref = Owner {
+        meta,
+        api_version: &api_version,
+        kind: &kind,
+        adopt_finalizer,
+    };
+    let api: Api<O> = Api::namespaced(client.clone(), meta.namespace.as_deref().unwrap_or(""));
+    let name = meta.name.clone().unwrap_or_default();
+    claim(client, &owner_ref, selector, candidates, || async {
+        Ok(api.get(&name).await?.meta().clone())
+    })
+    .await
+}
+
 /// A strategic merge patch of the object `meta` names; one already gone (404) or
 /// replaced (the `uid` precondition fails: 422) is no error (None).
 async fn patch_object<K>(

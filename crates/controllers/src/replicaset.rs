@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::controller_utils::{
-    BURST_REPLICAS, Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_ref,
+    BURST_REPLICAS, Expectations, SLOW_START_INITIAL_BATCH_SIZE, claim_for, controller_ref,
     pod_from_template, pod_key, pods_to_delete, run_controller, slow_start_batch,
     update_status_retrying,
 };
@@ -149,21 +149,7 @@ impl ReplicaSetController {
         selector: &LabelSelector,
         candidates: Vec<Arc<Pod>>,
     ) -> Result<Vec<Arc<Pod>>, Error> {
-        let owner = Owner {
-            meta: &rs.metadata,
-            api_version: "apps/v1",
-            kind: "ReplicaSet",
-            adopt_finalizer: None,
-        };
-        let api: Api<ReplicaSet> = Api::namespaced(
-            self.client.clone(),
-            rs.metadata.namespace.as_deref().unwrap_or(""),
-        );
-        let name = rs.metadata.name.clone().unwrap_or_default();
-        claim(&self.client, &owner, selector, candidates, || async {
-            Ok(api.get(&name).await?.metadata)
-        })
-        .await
+        claim_for(&self.client, rs, None, selector, candidates).await
     }
 
     /// Creates or deletes pods toward `spec.replicas` (upstream `manageReplicas`).

@@ -179,6 +179,32 @@ impl<S: Strategy> Kind for Adapter<S> {
             .warnings_on_update(&self.typed(new)?, &self.typed(old)?))
     }
 
+    fn prepare_and_validate_create(
+        &self,
+        object: &mut Value,
+    ) -> Result<(ErrorList, Vec<String>), ApiError> {
+        let mut typed = self.typed(object)?;
+        self.strategy.prepare_for_create(&mut typed);
+        let errors = self.strategy.validate(&typed);
+        let warnings = self.strategy.warnings_on_create(&typed);
+        *object = encode(&typed)?;
+        Ok((errors, warnings))
+    }
+
+    fn prepare_and_validate_update(
+        &self,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<(ErrorList, Vec<String>), ApiError> {
+        let mut typed = self.typed(new)?;
+        let old = self.typed(old)?;
+        self.strategy.prepare_for_update(&mut typed, &old);
+        let errors = self.strategy.validate_update(&typed, &old);
+        let warnings = self.strategy.warnings_on_update(&typed, &old);
+        *new = encode(&typed)?;
+        Ok((errors, warnings))
+    }
+
     fn part_subresources(&self) -> &'static [&'static str] {
         self.strategy.part_subresources()
     }

@@ -659,6 +659,31 @@ pub trait Kind: Send + Sync {
     fn warnings_on_create(&self, object: &Value) -> Result<Vec<String>, ApiError>;
     /// See [`Strategy::warnings_on_update`].
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Result<Vec<String>, ApiError>;
+    /// [`Kind::prepare_for_create`], then [`Kind::validate`] and
+    /// [`Kind::warnings_on_create`]: the create handler's steps after mutating admission,
+    /// on one decoding of the object where the kind is typed. Returns the validation
+    /// errors and the warnings. Errors: 400 when the object does not decode.
+    fn prepare_and_validate_create(
+        &self,
+        object: &mut Value,
+    ) -> Result<(ErrorList, Vec<String>), ApiError> {
+        self.prepare_for_create(object)?;
+        Ok((self.validate(object)?, self.warnings_on_create(object)?))
+    }
+    /// [`Kind::prepare_for_update`], then [`Kind::validate_update`] and
+    /// [`Kind::warnings_on_update`] on one decoding of each object; as
+    /// [`Kind::prepare_and_validate_create`].
+    fn prepare_and_validate_update(
+        &self,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<(ErrorList, Vec<String>), ApiError> {
+        self.prepare_for_update(new, old)?;
+        Ok((
+            self.validate_update(new, old)?,
+            self.warnings_on_update(new, old)?,
+        ))
+    }
     /// See [`Strategy::part_subresources`].
     fn part_subresources(&self) -> &'static [&'static str];
     /// See [`Strategy::prepare_for_status_update`]. Default: nothing.

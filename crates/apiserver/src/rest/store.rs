@@ -295,13 +295,13 @@ impl<'a> Store<'a> {
         // tracks them in the handler before admission).
         object = self.track_fields(None, object);
         self.kind.mutate_create(ctx, &mut object).await?;
-        self.kind.prepare_for_create(&mut object)?;
+        let (kind_errors, warnings) = self.kind.prepare_and_validate_create(&mut object)?;
         let mut errors = meta::validate(self.kind.as_ref(), &object)?;
-        errors.extend(self.kind.validate(&object)?);
+        errors.extend(kind_errors);
         if !errors.is_empty() {
             return Err(self.invalid(&object, &errors));
         }
-        self.warn(self.kind.warnings_on_create(&object)?);
+        self.warn(warnings);
         self.kind.admit_create(ctx, &mut object).await?;
         if ctx.dry_run {
             // Upstream's dry-run storage still refuses a taken name (409 AlreadyExists).
@@ -493,6 +493,8 @@ impl<'a> Store<'a> {
         new: &mut Value,
         old: &Value,
     ) -> Result<(), ApiError> {
+        // The Main target's kind checks, made with its preparation on one decoding.
+        let mut main_checked = None;
         match target {
             Target::Raw => return Ok(()),
             Target::Main => {
@@ -502,7 +504,7 @@ impl<'a> Store<'a> {
                 }
                 *new = self.track_fields(Some(old), std::mem::take(new));
                 meta::prepare_update(self.kind.as_ref(), new, old);
-                self.kind.prepare_for_update(new, old)?;
+                main_checked = Some(self.kind.prepare_and_validate_update(new, old)?);
             }
             Target::Status => {
                 let mut updated = old.clone();
@@ -534,18 +536,21 @@ impl<'a> Store<'a> {
             }
         }
         let mut errors = meta::validate_update(new, old)?;
-        match target {
-            Target::Part(subresource) => {
+        let mut warnings = Vec::new();
+        match (target, main_checked) {
+            (_, Some((kind_errors, kind_warnings))) => {
+                errors.extend(kind_errors);
+                warnings = kind_warnings;
+            }
+            (Target::Part(subresource), None) => {
                 errors.extend(self.kind.validate_part_update(subresource, new, old)?);
             }
-            _ => errors.extend(self.kind.validate_update(new, old)?),
+            (_, None) => errors.extend(self.kind.validate_update(new, old)?),
         }
         if !errors.is_empty() {
             return Err(self.invalid(new, &errors));
         }
-        if target == Target::Main {
-            self.warn(self.kind.warnings_on_update(new, old)?);
-        }
+        self.warn(warnings);
         Ok(())
     }
 

@@ -54,7 +54,7 @@ use self::util::{
 };
 use crate::Error;
 use crate::controller_utils::{
-    Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_ref, pod_from_template,
+    Expectations, SLOW_START_INITIAL_BATCH_SIZE, claim_for, controller_ref, pod_from_template,
     pod_key, run_controller, slow_start_batch, update_status_retrying,
 };
 use crate::owner_handlers::OwnerHandlers;
@@ -485,21 +485,7 @@ impl DaemonSetController {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
-        let owner = Owner {
-            meta: &ds.metadata,
-            api_version: "apps/v1",
-            kind: "DaemonSet",
-            adopt_finalizer: None,
-        };
-        let api: Api<DaemonSet> = Api::namespaced(
-            self.client.clone(),
-            ds.metadata.namespace.as_deref().unwrap_or(""),
-        );
-        let name = ds.metadata.name.clone().unwrap_or_default();
-        claim(&self.client, &owner, selector, candidates, || async {
-            Ok(api.get(&name).await?.metadata)
-        })
-        .await
+        claim_for(&self.client, ds, None, selector, candidates).await
     }
 
     /// Creates the missing pods and deletes the surplus, failed and misplaced ones

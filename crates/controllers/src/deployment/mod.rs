@@ -50,7 +50,7 @@ use self::util::{
 };
 use crate::Error;
 use crate::controller_utils::{
-    Owner, claim, controller_of, controller_ref, resolve_controller_ref, run_controller,
+    claim_for, controller_of, controller_ref, resolve_controller_ref, run_controller,
 };
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -232,18 +232,7 @@ impl DeploymentController {
             .into_iter()
             .filter(|rs| rs.metadata.namespace.as_deref() == Some(ns.as_str()))
             .collect();
-        let owner = Owner {
-            meta: &d.metadata,
-            api_version: "apps/v1",
-            kind: "Deployment",
-            adopt_finalizer: None,
-        };
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
-        let name = d.metadata.name.clone().unwrap_or_default();
-        let rs_list: Vec<ReplicaSet> =
-            claim(&self.client, &owner, &selector, candidates, || async {
-                Ok(api.get(&name).await?.metadata)
-            })
+        let rs_list: Vec<ReplicaSet> = claim_for(&self.client, &d, None, &selector, candidates)
             .await?
             .into_iter()
             .map(|rs| (*rs).clone())

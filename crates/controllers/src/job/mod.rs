@@ -66,7 +66,7 @@ use self::backoff::{BackoffRecord, BackoffStore};
 use self::indexed::OrderedIntervals;
 use crate::Error;
 use crate::controller_utils::{
-    Expectations, Owner, SLOW_START_INITIAL_BATCH_SIZE, claim, controller_of, controller_ref,
+    Expectations, SLOW_START_INITIAL_BATCH_SIZE, claim_for, controller_of, controller_ref,
     pod_from_template, pod_key, pods_to_delete, resolve_controller_ref, run_workers,
     slow_start_batch,
 };
@@ -539,17 +539,13 @@ impl JobController {
             .into_iter()
             .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
             .collect();
-        let owner = Owner {
-            meta: &job.metadata,
-            api_version: "batch/v1",
-            kind: "Job",
-            adopt_finalizer: Some(JOB_TRACKING_FINALIZER),
-        };
-        let api: Api<Job> = Api::namespaced(self.client.clone(), &ns);
-        let name = job.metadata.name.clone().unwrap_or_default();
-        claim(&self.client, &owner, &selector, candidates, || async {
-            Ok(api.get(&name).await?.metadata)
-        })
+        claim_for(
+            &self.client,
+            job,
+            Some(JOB_TRACKING_FINALIZER),
+            &selector,
+            candidates,
+        )
         .await
     }
 

@@ -56,7 +56,7 @@ use self::utils::{
 };
 use crate::Error;
 use crate::controller_history::sort_controller_revisions;
-use crate::controller_utils::{Expectations, Owner, claim, run_controller, update_status_retrying};
+use crate::controller_utils::{Expectations, claim_for, run_controller, update_status_retrying};
 use crate::owner_handlers::OwnerHandlers;
 
 /// The controller's name (`--controllers`, the events' reporting controller).
@@ -354,18 +354,7 @@ impl StatefulSetController {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
-        let owner = Owner {
-            meta: &set.metadata,
-            api_version: utils::SET_API_VERSION,
-            kind: utils::SET_KIND,
-            adopt_finalizer: None,
-        };
-        let (ns, name) = names(&set.metadata);
-        let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), ns);
-        claim(&self.client, &owner, selector, candidates, || async {
-            Ok(api.get(name).await?.metadata)
-        })
-        .await
+        claim_for(&self.client, set, None, selector, candidates).await
     }
 
     /// Carries out the plan's steps in order, stopping at the first failure; the watch

@@ -119,15 +119,17 @@ fn is_tracked(pod: &Pod, completions: usize, removing: &HashSet<String>) -> Opti
 /// (`removing`, the finalizer expectations): upstream reads the finalizer alone, so a
 /// pod the Job deleted when it failed, seen again before its finalizer's removal shows,
 /// would fail its index too (with `backoffLimitPerIndex: 0`, every index that was
-/// running). For the same reason, once the Job is `failing` (its `FailureTarget` is
-/// written) only a pod in phase `Failed` fails its index, not one merely deleted.
+/// running). For the same reason, when the Job is `ending` (finished, failing, or failed
+/// by what the other pods show) a pod being deleted fails no index, whatever its phase:
+/// the Job's own ending deleted it. The caller decides `ending` (see
+/// [`ending_failed_indexes`]).
 pub(crate) fn failed_indexes(
     job: &Job,
     completions: usize,
     pods: &[Arc<Pod>],
     limit: u32,
     removing: &HashSet<String>,
-    failing: bool,
+    ending: bool,
 ) -> OrderedIntervals {
     let prev = job
         .status
@@ -137,10 +139,38 @@ pub(crate) fn failed_indexes(
         .unwrap_or_default();
     let new = pods.iter().filter_map(|p| {
         let ix = is_tracked(p, completions, removing)?;
-        let phase_failed = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
-        ((phase_failed || !failing) && is_index_failed(job, p, limit)).then_some(ix)
+        let ended_by_job = ending && p.metadata.deletion_timestamp.is_some();
+        (!ended_by_job && is_index_failed(job, p, limit)).then_some(ix)
     });
     prev.with(new)
+}
+
+/// The failed indexes as [`failed_indexes`] counts them, and whether the Job is ending:
+/// `finished` (a condition it holds or reached in this sync), or failed by
+/// [`job_failure`] on the pods not being deleted alone. Only a Job that does not end
+/// counts a deleted pod's index as failed, as upstream counts a deleted pod as failed
+/// (`isPodFailed`). Without it, pods the Job deleted on failing, seen in phase `Failed`
+/// before their finalizer's removal, failed their indexes too (CI: `failedIndexes`
+/// `0-2` for `0`).
+pub(crate) fn ending_failed_indexes(
+    job: &Job,
+    completions: usize,
+    pods: &[Arc<Pod>],
+    limit: u32,
+    removing: &HashSet<String>,
+    finished: bool,
+    succeeded: &OrderedIntervals,
+) -> OrderedIntervals {
+    let ended = failed_indexes(job, completions, pods, limit, removing, true);
+    let fails = job
+        .spec
+        .as_ref()
+        .is_some_and(|spec| job_failure(spec, &ended, succeeded, completions).is_some());
+    if finished || fails {
+        ended
+    } else {
+        failed_indexes(job, completions, pods, limit, removing, false)
+    }
 }
 
 /// The Job's failure for its failed indexes, as (reason, message), if any: more than
@@ -373,6 +403,46 @@ mod tests {
     }
 
     #[test]
+    fn pods_a_failing_job_deleted_fail_no_index() {
+        let deleted = |name: &str, ix: usize| {
+            let mut p = (*pod(name, ix, "Failed", ("0", None), 137)).clone();
+            p.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+            );
+            Arc::new(p)
+        };
+        let none = HashSet::new();
+        let no_success = OrderedIntervals::default();
+        // CI's case: maxFailedIndexes 0 and index 0 failed; the Job deleted the running
+        // indexes 1 and 2, which reached Failed before their finalizers went.
+        let j = job(
+            json!({"backoffLimitPerIndex": 0, "maxFailedIndexes": 0, "completions": 3}),
+            json!({"failedIndexes": "0"}),
+        );
+        let pods = [
+            pod("a", 0, "Failed", ("0", None), 1),
+            deleted("b", 1),
+            deleted("c", 2),
+        ];
+        let got = |finished| {
+            ending_failed_indexes(&j, 3, &pods, 0, &none, finished, &no_success).to_string()
+        };
+        assert_eq!(got(false), "0");
+        assert_eq!(got(true), "0");
+        // A pod deleted by someone else while the Job goes on fails its index.
+        let j = job(
+            json!({"backoffLimitPerIndex": 0, "maxFailedIndexes": 1, "completions": 3}),
+            json!({}),
+        );
+        let pods = [deleted("b", 1)];
+        let got = |finished| {
+            ending_failed_indexes(&j, 3, &pods, 0, &none, finished, &no_success).to_string()
+        };
+        assert_eq!(got(false), "1");
+        assert_eq!(got(true), "");
+    }
+
+    #[test]
     fn an_index_fails_at_the_limit_or_by_a_fail_index_rule() {
         let j = job(json!({}), json!({"failedIndexes": "3"}));
         let first = pod("a", 0, "Failed", ("0", None), 1);
@@ -397,8 +467,8 @@ mod tests {
             failed_indexes(&j, 4, &pods, 1, &removing, false).to_string(),
             "3"
         );
-        // Deleted while running: a failed index, unless the Job was failing already
-        // (it deleted the pod itself).
+        // Deleted while running: a failed index, unless the Job is ending (it deleted
+        // the pod itself).
         let mut deleted = (*pod("e", 2, "Running", ("1", None), 0)).clone();
         deleted.metadata.deletion_timestamp = Some(
             k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),

@@ -715,14 +715,14 @@ impl JobController {
             ctx.prev_succeeded_indexes = prev;
             ctx.succeeded_indexes = all;
             if let Some(limit) = backoff_limit_per_index(&ctx.job) {
-                let failing = true_condition(&ctx.job, "FailureTarget").is_some();
-                let failed = backoff_limit_per_index::failed_indexes(
+                let failed = backoff_limit_per_index::ending_failed_indexes(
                     &ctx.job,
                     completions,
                     &ctx.pods,
                     limit,
                     &ctx.expected_rm_finalizers,
-                    failing,
+                    ctx.finished.is_some(),
+                    &ctx.succeeded_indexes,
                 );
                 if ctx.finished.is_none()
                     && let Some((reason, message)) = backoff_limit_per_index::job_failure(

@@ -46,7 +46,7 @@ pub mod scheduler;
 mod spawn;
 pub mod stream;
 mod sys;
-pub use sys::rss_kib;
+pub use sys::{rss_kib, rss_parts_kib};
 mod tls_tunnel;
 mod token;
 

@@ -36,7 +36,7 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 use skiff_testkit::{
     ApiServer, ApiServerOptions, Backend, Node, NodeOptions, NodeRuntime, Registry, Scheduler,
-    push, rss_kib,
+    push, rss_kib, rss_parts_kib,
 };
 
 /// How long one step may take.
@@ -172,10 +172,16 @@ fn server(args: &Args, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
         );
         for (settle, label) in [(10, "10 s"), (30, "40 s")] {
             tokio::time::sleep(Duration::from_secs(settle)).await;
-            match node.pid().map(rss_kib) {
-                Some(Ok(kib)) => println!(
-                    "  skiff server idle RSS, {label} after the pods ran: {:.1} MiB",
-                    kib as f64 / 1024.0
+            let parts = node.pid().map(|pid| rss_kib(pid).and_then(|all| {
+                rss_parts_kib(pid).map(|(anon, file)| (all, anon, file))
+            }));
+            match parts {
+                Some(Ok((all, anon, file))) => println!(
+                    "  skiff server idle RSS, {label} after the pods ran: {:.1} MiB \
+                     (anonymous {:.1}, files {:.1})",
+                    all as f64 / 1024.0,
+                    anon as f64 / 1024.0,
+                    file as f64 / 1024.0
                 ),
                 Some(Err(e)) => println!("  skiff server RSS: {e:#}"),
                 None => println!("  skiff server RSS: not running"),

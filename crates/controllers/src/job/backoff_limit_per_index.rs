@@ -119,40 +119,16 @@ fn is_tracked(pod: &Pod, completions: usize, removing: &HashSet<String>) -> Opti
 /// (`removing`, the finalizer expectations): upstream reads the finalizer alone, so a
 /// pod the Job deleted when it failed, seen again before its finalizer's removal shows,
 /// would fail its index too (with `backoffLimitPerIndex: 0`, every index that was
-/// running). For the same reason, when the Job is `ending` (finished, failing, or failed
-/// by what the other pods show) a pod being deleted fails no index, whatever its phase:
-/// the Job's own ending deleted it. The caller decides `ending` (see
-/// [`ending_failed_indexes`]).
+/// running).
+///
+/// For the same reason, a pod being deleted fails no index, whatever its phase, when the
+/// Job is ending: `finished` (a condition it holds or reached in this sync), or failed by
+/// [`job_failure`] on the other pods alone. Its own ending deleted the pod. Only a Job
+/// that goes on counts a deleted pod's index as failed, as upstream counts a deleted pod
+/// as failed (`isPodFailed`). Without this, pods the Job deleted on failing, seen in
+/// phase `Failed` before their finalizer's removal, failed their indexes too (CI:
+/// `failedIndexes` `0-2` for `0`).
 pub(crate) fn failed_indexes(
-    job: &Job,
-    completions: usize,
-    pods: &[Arc<Pod>],
-    limit: u32,
-    removing: &HashSet<String>,
-    ending: bool,
-) -> OrderedIntervals {
-    let prev = job
-        .status
-        .as_ref()
-        .and_then(|s| s.failed_indexes.as_deref())
-        .map(|s| OrderedIntervals::parse(s, completions))
-        .unwrap_or_default();
-    let new = pods.iter().filter_map(|p| {
-        let ix = is_tracked(p, completions, removing)?;
-        let ended_by_job = ending && p.metadata.deletion_timestamp.is_some();
-        (!ended_by_job && is_index_failed(job, p, limit)).then_some(ix)
-    });
-    prev.with(new)
-}
-
-/// The failed indexes as [`failed_indexes`] counts them, and whether the Job is ending:
-/// `finished` (a condition it holds or reached in this sync), or failed by
-/// [`job_failure`] on the pods not being deleted alone. Only a Job that does not end
-/// counts a deleted pod's index as failed, as upstream counts a deleted pod as failed
-/// (`isPodFailed`). Without it, pods the Job deleted on failing, seen in phase `Failed`
-/// before their finalizer's removal, failed their indexes too (CI: `failedIndexes`
-/// `0-2` for `0`).
-pub(crate) fn ending_failed_indexes(
     job: &Job,
     completions: usize,
     pods: &[Arc<Pod>],
@@ -161,15 +137,28 @@ pub(crate) fn ending_failed_indexes(
     finished: bool,
     succeeded: &OrderedIntervals,
 ) -> OrderedIntervals {
-    let ended = failed_indexes(job, completions, pods, limit, removing, true);
+    let prev = job
+        .status
+        .as_ref()
+        .and_then(|s| s.failed_indexes.as_deref())
+        .map(|s| OrderedIntervals::parse(s, completions))
+        .unwrap_or_default();
+    let (deleted, others): (Vec<_>, Vec<_>) = pods
+        .iter()
+        .filter_map(|p| {
+            let ix = is_tracked(p, completions, removing)?;
+            is_index_failed(job, p, limit).then_some((ix, p.metadata.deletion_timestamp.is_some()))
+        })
+        .partition(|&(_, deleted)| deleted);
+    let failed = prev.with(others.into_iter().map(|(ix, _)| ix));
     let fails = job
         .spec
         .as_ref()
-        .is_some_and(|spec| job_failure(spec, &ended, succeeded, completions).is_some());
+        .is_some_and(|spec| job_failure(spec, &failed, succeeded, completions).is_some());
     if finished || fails {
-        ended
+        failed
     } else {
-        failed_indexes(job, completions, pods, limit, removing, false)
+        failed.with(deleted.into_iter().map(|(ix, _)| ix))
     }
 }
 
@@ -424,9 +413,8 @@ mod tests {
             deleted("b", 1),
             deleted("c", 2),
         ];
-        let got = |finished| {
-            ending_failed_indexes(&j, 3, &pods, 0, &none, finished, &no_success).to_string()
-        };
+        let got =
+            |finished| failed_indexes(&j, 3, &pods, 0, &none, finished, &no_success).to_string();
         assert_eq!(got(false), "0");
         assert_eq!(got(true), "0");
         // A pod deleted by someone else while the Job goes on fails its index.
@@ -435,9 +423,8 @@ mod tests {
             json!({}),
         );
         let pods = [deleted("b", 1)];
-        let got = |finished| {
-            ending_failed_indexes(&j, 3, &pods, 0, &none, finished, &no_success).to_string()
-        };
+        let got =
+            |finished| failed_indexes(&j, 3, &pods, 0, &none, finished, &no_success).to_string();
         assert_eq!(got(false), "1");
         assert_eq!(got(true), "");
     }
@@ -453,18 +440,19 @@ mod tests {
         assert!(!is_index_failed(&j, &running, 1));
         let pods = [first.clone(), second.clone(), running];
         let none = HashSet::new();
+        let no_success = OrderedIntervals::default();
         assert_eq!(
-            failed_indexes(&j, 4, &pods, 1, &none, false).to_string(),
+            failed_indexes(&j, 4, &pods, 1, &none, false, &no_success).to_string(),
             "1,3"
         );
         // Out of range, or no longer tracked: not counted again.
         assert_eq!(
-            failed_indexes(&j, 1, &pods, 1, &none, false).to_string(),
+            failed_indexes(&j, 1, &pods, 1, &none, false, &no_success).to_string(),
             ""
         );
         let removing: HashSet<String> = [uid(&second)].into();
         assert_eq!(
-            failed_indexes(&j, 4, &pods, 1, &removing, false).to_string(),
+            failed_indexes(&j, 4, &pods, 1, &removing, false, &no_success).to_string(),
             "3"
         );
         // Deleted while running: a failed index, unless the Job is ending (it deleted
@@ -475,11 +463,11 @@ mod tests {
         );
         let pods = [Arc::new(deleted)];
         assert_eq!(
-            failed_indexes(&j, 4, &pods, 1, &none, false).to_string(),
+            failed_indexes(&j, 4, &pods, 1, &none, false, &no_success).to_string(),
             "2,3"
         );
         assert_eq!(
-            failed_indexes(&j, 4, &pods, 1, &none, true).to_string(),
+            failed_indexes(&j, 4, &pods, 1, &none, true, &no_success).to_string(),
             "3"
         );
 

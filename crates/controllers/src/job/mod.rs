@@ -715,7 +715,7 @@ impl JobController {
             ctx.prev_succeeded_indexes = prev;
             ctx.succeeded_indexes = all;
             if let Some(limit) = backoff_limit_per_index(&ctx.job) {
-                let failed = backoff_limit_per_index::ending_failed_indexes(
+                let failed = backoff_limit_per_index::failed_indexes(
                     &ctx.job,
                     completions,
                     &ctx.pods,

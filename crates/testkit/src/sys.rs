@@ -87,27 +87,28 @@ pub(crate) fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<E
 /// `VmRSS` of process `pid` (`/proc/<pid>/status`), in KiB. Errors: the process is gone
 /// or its status has no `VmRSS` (a zombie).
 pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
-    status_kib(pid, &["VmRSS"]).map(|v| v[0])
+    status_kib(pid, ["VmRSS"]).map(|[all]| all)
 }
 
-/// The parts of `VmRSS` of process `pid`, in KiB: (`RssAnon`, `RssFile`): the heap and
-/// stacks, and the mapped pages of files (mostly the executable's code, which a second
-/// process of the same binary shares). Errors: as [`rss_kib`].
-pub fn rss_parts_kib(pid: u32) -> anyhow::Result<(u64, u64)> {
-    status_kib(pid, &["RssAnon", "RssFile"]).map(|v| (v[0], v[1]))
+/// `VmRSS` of process `pid` and its parts, in KiB, from one reading of
+/// `/proc/<pid>/status`: (`VmRSS`, `RssAnon`, `RssFile`). `RssAnon` is the heap and
+/// stacks; `RssFile` the mapped pages of files, mostly the executable's code, which a
+/// second process of the same binary shares. Errors: as [`rss_kib`].
+pub fn rss_parts_kib(pid: u32) -> anyhow::Result<(u64, u64, u64)> {
+    status_kib(pid, ["VmRSS", "RssAnon", "RssFile"]).map(|[all, anon, file]| (all, anon, file))
 }
 
 /// The values of `keys` in `/proc/<pid>/status`, in KiB, in the order asked.
-fn status_kib(pid: u32, keys: &[&str]) -> anyhow::Result<Vec<u64>> {
+fn status_kib<const N: usize>(pid: u32, keys: [&str; N]) -> anyhow::Result<[u64; N]> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
-    keys.iter()
-        .map(|key| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                .with_context(|| format!("no {key} in /proc/{pid}/status"))
-        })
-        .collect()
+    let mut values = [0; N];
+    for (value, key) in values.iter_mut().zip(keys) {
+        *value = status
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .with_context(|| format!("no {key} in /proc/{pid}/status"))?;
+    }
+    Ok(values)
 }

@@ -36,7 +36,7 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 use skiff_testkit::{
     ApiServer, ApiServerOptions, Backend, Node, NodeOptions, NodeRuntime, Registry, Scheduler,
-    push, rss_kib, rss_parts_kib,
+    push, rss_parts_kib,
 };
 
 /// How long one step may take.
@@ -172,10 +172,7 @@ fn server(args: &Args, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
         );
         for (settle, label) in [(10, "10 s"), (30, "40 s")] {
             tokio::time::sleep(Duration::from_secs(settle)).await;
-            let parts = node.pid().map(|pid| {
-                rss_kib(pid)
-                    .and_then(|all| rss_parts_kib(pid).map(|(anon, file)| (all, anon, file)))
-            });
+            let parts = node.pid().map(rss_parts_kib);
             match parts {
                 Some(Ok((all, anon, file))) => println!(
                     "  skiff server idle RSS, {label} after the pods ran: {:.1} MiB \
